@@ -1,0 +1,71 @@
+"""Shared plumbing for the benchmarks: the PyTorch reference programs and result files.
+
+The reference programs live in ``../shared/baselines`` (next to the checkout)
+and run in a separate virtual environment that has torch installed; set
+``HOGSHARE_TORCH_PYTHON`` to its interpreter (default ``/tmp/torchbase/bin/python``,
+the one ``../shared/baselines/README.md`` creates).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "experiments" / "results"
+BASELINES = Path(os.environ.get("HOGSHARE_BASELINES", REPO.parent / "shared" / "baselines"))
+TORCH_PYTHON = os.environ.get("HOGSHARE_TORCH_PYTHON", "/tmp/torchbase/bin/python")
+
+
+def torch_available() -> bool:
+    """True when the torch interpreter exists and can import torch."""
+    if not Path(TORCH_PYTHON).exists():
+        return False
+    probe = subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True)
+    return probe.returncode == 0
+
+
+def run_baseline(script: str, *args: object, timeout: float = 900) -> str:
+    """Run one reference program from ../shared/baselines with the torch interpreter; return its stdout."""
+    path = BASELINES / script
+    if not path.exists():
+        raise FileNotFoundError(f"baseline {script} not found in {BASELINES}")
+    done = subprocess.run([TORCH_PYTHON, str(path), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def machine_line() -> str:
+    """One line describing where the figures were measured."""
+    return (f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{platform.machine()}, {platform.platform()}")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-flavoured markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_result(name: str, title: str, sections: Sequence[str]) -> Path:
+    """Write experiments/results/<name>.md: a title, the machine, the command, then each section."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    command = "python " + " ".join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+    body = [f"# {title}", "", f"Measured on {machine_line()}.", "",
+            f"Reproduce with `{command}`.", "", *[s + "\n" for s in sections]]
+    path = RESULTS / f"{name}.md"
+    path.write_text("\n".join(body))
+    return path
+
+
+def fmt_ratio(ours: float, theirs: float | None) -> str:
+    """ours/theirs as 'N.NNx', or 'n/a' when the reference was not measured."""
+    if not theirs:
+        return "n/a"
+    return f"{ours / theirs:.2f}x"
