@@ -1,0 +1,67 @@
+"""The narrow interface between the IPC protocol and the memory it moves.
+
+The protocol (reference counts, limbo, handle cache, guard, message layout)
+only ever talks to a :class:`Backend`. The CUDA backend (``cupy_backend``)
+is the one used for CuPy arrays; any other implementation must give the same
+guarantees: a handle exported for an allocation opens, in another process of
+the same user, onto the same bytes; an event handle lets the consumer order
+its work after the producer's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where an array's bytes live: the allocation an IPC handle covers, and the object that keeps it alive."""
+
+    memory: Any      # kept referenced while consumers may read the block
+    base_ptr: int    # start of the whole allocation
+    base_size: int   # its size in bytes
+    offset: int      # the array's data pointer minus base_ptr
+    device: int
+
+
+class Backend(Protocol):
+    """The memory operations the IPC protocol needs; instances pickle by reference to a per-process singleton."""
+
+    def owner(self, array: Any) -> Any:
+        """The object that owns array's memory when the backend did not allocate it (None otherwise)."""
+
+    def locate(self, array: Any) -> Located:
+        """The allocation behind array; for an empty array only the device counts (memory None, sizes 0)."""
+
+    def export_memory(self, base_ptr: int, device: int) -> bytes:
+        """An IPC handle for the allocation that starts at base_ptr."""
+
+    def open_memory(self, handle: bytes, device: int) -> int:
+        """Map an allocation exported by another process; returns its base pointer here."""
+
+    def close_memory(self, ptr: int, device: int) -> None:
+        """Unmap what open_memory returned."""
+
+    def record_event(self, device: int) -> tuple[Any, bytes]:
+        """Record an interprocess event on the current stream: (event, its IPC handle)."""
+
+    def open_event(self, handle: bytes, device: int) -> Any:
+        """The event another process recorded, from its IPC handle."""
+
+    def wait_event(self, event: Any, device: int) -> None:
+        """Make the current stream wait for event."""
+
+    def destroy_event(self, event: Any, device: int) -> None:
+        """Free an event made by record_event or open_event (pending waits still happen)."""
+
+    def synchronize(self, device: int) -> None:
+        """Wait on the host until all work this process queued on device is done."""
+
+    def view(self, ptr: int, size: int, owner: Any, device: int, offset: int,
+             shape: tuple[int, ...], dtype: np.dtype, strides: tuple[int, ...]) -> Any:
+        """An array over [ptr, ptr + size) at offset; the array keeps owner alive for as long as it or a view lives."""
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype, device: int) -> Any:
+        """A new array with no elements."""

@@ -1,0 +1,114 @@
+"""The plugin interface between the trainer and a training algorithm.
+
+The trainer owns processes, shared memory, monitoring and checkpoints; an
+algorithm owns the model, the worker loop and evaluation:
+
+- `build_model(config)` in the main process (the trainer then shares it),
+- `build_optimizer(model, config)` (the default reads the `optimizer` section),
+- `build_shared(config, context)` in the main process: what every worker gets
+  as `ctx.shared` (datasets in shared memory, locks of the run's context),
+- `run_worker(ctx)` in each worker process, until `ctx.stats.should_stop()`,
+- `evaluate(model, config, episodes, seed)`, used by `evaluate --run` and, every
+  `trainer.eval_every_s`, by the monitor (logged under `eval/`); an evaluation
+  may stop the run (`Evaluation.stop`), and with `evaluate_at_end` the last
+  one goes into summary.json as `evaluation`.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from framework import nn, optim
+from framework.config import Config, Field
+from framework.run_stats import WorkerStats
+
+COMMON_SCHEMA: dict[str, Field] = {
+    "max_nonfinite_updates": Field("int", 100, low=1),
+}
+"""`algorithm` keys every algorithm has: the run stops after this many non-finite updates in a row."""
+
+
+@dataclass
+class WorkerContext:
+    """What a worker process gets: its rank and seed, the config, the shared model and optimizer, its stats row."""
+
+    rank: int
+    seed: int
+    config: Config
+    model: nn.Module
+    optimizer: Any
+    stats: WorkerStats
+    shared: Any = None
+
+
+@dataclass
+class Evaluation:
+    """Evaluation results: named numbers (logged as eval/<name>) and a line for the terminal."""
+
+    metrics: dict[str, float]
+    text: str
+    stop: str | None = None
+    """Set when the algorithm's own target was reached: the run stops with this as its stop reason."""
+
+
+class Algorithm(abc.ABC):
+    """A training algorithm the trainer can run; subclasses set the class attributes and the abstract methods."""
+
+    name: str = ""
+    schema: Mapping[str, Field] = {}
+    """Keys of the `algorithm` section besides `name` (COMMON_SCHEMA is added)."""
+    extra_sections: Mapping[str, Any] = {}
+    """Top-level config sections only this algorithm uses, as schema mappings."""
+    metrics: tuple[str, ...] = ()
+    """Per-update numbers a worker reports with `stats.add_update`, logged as train/<name>."""
+    evaluate_at_end: bool = False
+    """Evaluate once more when the run ends and put the metrics into summary.json."""
+
+    def full_schema(self) -> dict[str, Field]:
+        """This algorithm's `algorithm` section keys, the common ones included."""
+        return {**COMMON_SCHEMA, **self.schema}
+
+    def check_config(self, config: Config) -> None:
+        """Cross-key checks beyond the schema; raise ConfigError. Default: none."""
+
+    @abc.abstractmethod
+    def build_model(self, config: Config) -> nn.Module:
+        """A freshly initialised model for config (the trainer moves it to shared memory)."""
+
+    def build_optimizer(self, model: nn.Module, config: Config) -> Any:
+        """The optimizer named in the `optimizer` section over the model's parameters."""
+        return build_optimizer(model, config["optimizer"])
+
+    def build_shared(self, config: Config, context: Any) -> Any:
+        """What every worker gets as ctx.shared, made once with the run's multiprocessing context. Default: None."""
+        return None
+
+    @abc.abstractmethod
+    def run_worker(self, ctx: WorkerContext) -> None:
+        """Train on ctx.model with ctx.optimizer until ctx.stats.should_stop(); runs in a worker process."""
+
+    @abc.abstractmethod
+    def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
+        """Measure the model (greedy episodes, test accuracy, ...) in the calling process."""
+
+
+def build_optimizer(model: nn.Module, section: Mapping[str, Any]) -> Any:
+    """optim.Adam / RMSprop / SGD over model.parameters() from an `optimizer` config section."""
+    params = list(model.parameters())
+    name = section["name"]
+    if name == "adam":
+        return optim.Adam(params, lr=section["lr"], betas=tuple(section["betas"]), eps=section["eps"],
+                          weight_decay=section["weight_decay"])
+    if name == "rmsprop":
+        return optim.RMSprop(params, lr=section["lr"], alpha=section["alpha"], eps=section["eps"],
+                             momentum=section["momentum"], weight_decay=section["weight_decay"])
+    return optim.SGD(params, lr=section["lr"], momentum=section["momentum"], weight_decay=section["weight_decay"])
+
+
+def learning_rate(section: Mapping[str, Any], steps: int, total_steps: int) -> float:
+    """The lr after `steps` of `total_steps`: constant, or linear from lr to lr * lr_end_factor."""
+    if section["lr_decay"] == "none":
+        return section["lr"]
+    progress = min(1.0, steps / total_steps)
+    return section["lr"] * (1.0 - (1.0 - section["lr_end_factor"]) * progress)

@@ -1,0 +1,70 @@
+"""Devices: where a tensor's array lives ("cpu" is NumPy, "cuda:N" is CuPy) and moving arrays between them.
+
+CuPy is imported only when a CUDA device is asked for, so everything on the CPU
+works without it.
+"""
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+_CUDA_HINT = "install CuPy (pip install 'hogshare[cuda]') on a machine with an NVIDIA GPU"
+
+
+def parse_device(device: Any) -> str:
+    """Canonical device string: 'cpu' or 'cuda:N'; ValueError naming the accepted forms otherwise."""
+    if device is None:
+        return "cpu"
+    if isinstance(device, str):
+        name = device.strip().lower()
+        if name == "cpu":
+            return "cpu"
+        if name == "cuda":
+            return "cuda:0"
+        if name.startswith("cuda:") and name[5:].isdigit():
+            return f"cuda:{int(name[5:])}"
+    raise ValueError(f"unknown device {device!r}: expected 'cpu', 'cuda' or 'cuda:N' (N a device index)")
+
+
+def cupy_module() -> ModuleType:
+    """The cupy module, imported on demand; RuntimeError explaining how to get it otherwise."""
+    try:
+        import cupy
+    except ImportError as exc:  # pragma: no cover - depends on the machine
+        raise RuntimeError(f"CUDA tensors need CuPy, which is not importable ({exc}); {_CUDA_HINT}") from None
+    return cupy
+
+
+def array_module(array: Any) -> ModuleType:
+    """numpy for NumPy arrays, cupy for CuPy arrays (the `xp` idiom)."""
+    if isinstance(array, np.ndarray):
+        return np
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return cupy
+    return np
+
+
+def device_of(array: Any) -> str:
+    """The canonical device string of an array."""
+    if isinstance(array, np.ndarray):
+        return "cpu"
+    return f"cuda:{array.device.id}"
+
+
+def to_device(array: Any, device: str, copy: bool = False) -> Any:
+    """`array` on `device` (a canonical device string); a copy when it moves or when `copy` is true."""
+    if device == "cpu":
+        if isinstance(array, np.ndarray):
+            return array.copy() if copy else array
+        if hasattr(array, "get"):
+            return array.get()
+        return np.array(array, copy=True) if copy else np.asarray(array)
+    cupy = cupy_module()
+    with cupy.cuda.Device(int(device[5:])):
+        if isinstance(array, cupy.ndarray) and array.device.id == int(device[5:]):
+            return array.copy() if copy else array
+        return cupy.array(array, copy=True)

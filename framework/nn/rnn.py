@@ -1,0 +1,75 @@
+"""LSTMCell: one step of an LSTM, with torch's parameter names, shapes and gate order (i, f, g, o)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Tuple
+
+from .. import creation
+from ..ops import pointwise
+from ..ops.arithmetic import linear
+from ..ops.shape import getitem, unsqueeze
+from ..tensor import Tensor
+from . import init
+from .linear import _positive
+from .module import Module
+from .parameter import Parameter
+
+
+class LSTMCell(Module):
+    """(h', c') = LSTMCell(x, (h, c)); weight_ih (4h, in), weight_hh (4h, h), bias_ih and bias_hh (4h).
+
+    Gates are computed as x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh and
+    split in the order input, forget, cell, output. Every parameter starts as
+    U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch. The state defaults to zeros.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device: Any = "cpu",
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.input_size = _positive(input_size, "input_size", "LSTMCell")
+        self.hidden_size = _positive(hidden_size, "hidden_size", "LSTMCell")
+        gates = 4 * hidden_size
+        self.weight_ih = Parameter(creation.empty(gates, input_size, dtype=dtype, device=device))
+        self.weight_hh = Parameter(creation.empty(gates, hidden_size, dtype=dtype, device=device))
+        self.bias_ih = Parameter(creation.empty(gates, dtype=dtype, device=device)) if bias else None
+        self.bias_hh = Parameter(creation.empty(gates, dtype=dtype, device=device)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def forward(self, input: Tensor, hx: Optional[Tuple[Tensor, Tensor]] = None) -> Tuple[Tensor, Tensor]:
+        if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
+            raise ValueError(f"LSTMCell: expected input of shape (batch, {self.input_size}) or ({self.input_size},), "
+                             f"got {tuple(input.shape)}")
+        unbatched = input.ndim == 1
+        if unbatched:
+            input = unsqueeze(input, 0)
+        batch = input.shape[0]
+        if hx is None:
+            zeros = creation.zeros(batch, self.hidden_size, dtype=input.dtype, device=input.device)
+            h, c = zeros, zeros
+        else:
+            h, c = hx
+            if unbatched:
+                h, c = unsqueeze(h, 0), unsqueeze(c, 0)
+            expected = (batch, self.hidden_size)
+            if tuple(h.shape) != expected or tuple(c.shape) != expected:
+                raise ValueError(f"LSTMCell: expected h and c of shape {expected}, got {tuple(h.shape)} and "
+                                 f"{tuple(c.shape)}")
+        gates = linear(input, self.weight_ih, self.bias_ih) + linear(h, self.weight_hh, self.bias_hh)
+        n = self.hidden_size
+        i = pointwise.sigmoid(getitem(gates, (slice(None), slice(0, n))))
+        f = pointwise.sigmoid(getitem(gates, (slice(None), slice(n, 2 * n))))
+        g = pointwise.tanh(getitem(gates, (slice(None), slice(2 * n, 3 * n))))
+        o = pointwise.sigmoid(getitem(gates, (slice(None), slice(3 * n, 4 * n))))
+        c_next = f * c + i * g
+        h_next = o * pointwise.tanh(c_next)
+        if unbatched:
+            return getitem(h_next, 0), getitem(c_next, 0)
+        return h_next, c_next
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"

@@ -1,0 +1,99 @@
+"""Helpers shared by the op modules: operand coercion, axis normalisation and broadcast reduction."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..device import array_module
+from ..dtypes import DEFAULT_FLOAT
+from ..tensor import Tensor, as_array, wrap
+
+
+def operands(a: Tensor, b: Any) -> Tuple[Any, Any]:
+    """The arrays (or Python scalars) a binary op combines, with torch's promotion between kinds.
+
+    NumPy would make float32 <op> int64 a float64; torch keeps the floating
+    operand's dtype (and an integer tensor <op> a Python float is float32).
+    """
+    x = a._data
+    if isinstance(b, Tensor):
+        y = b._data
+    else:
+        if isinstance(b, np.generic):
+            b = b.item()  # NumPy scalars count as Python numbers, as in torch
+        if isinstance(b, (int, float)):
+            if isinstance(b, float) and x.dtype.kind != "f":
+                x = x.astype(DEFAULT_FLOAT)
+            return x, b
+        y = as_array(b)
+    xd, yd = x.dtype, y.dtype
+    if xd is not yd and xd != yd:
+        if xd.kind == "f" and yd.kind != "f":
+            y = y.astype(xd)
+        elif yd.kind == "f" and xd.kind != "f":
+            x = x.astype(yd)
+    return x, y
+
+
+def tensor_arg(value: Any) -> Tensor:
+    """`value` as a Tensor (constants become leaves that do not require grad)."""
+    return value if isinstance(value, Tensor) else wrap(as_array(value))
+
+
+def shape_of(value: Any) -> tuple:
+    """The shape of an array or () for a Python scalar."""
+    return getattr(value, "shape", ())
+
+
+def unbroadcast(grad: Any, shape: tuple) -> Any:
+    """Sum `grad` over the axes broadcasting added or stretched so it has `shape`."""
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad.reshape(shape)
+
+
+def normalize_axes(axis: Optional[Any], ndim: int, name: str = "axis") -> Optional[Tuple[int, ...]]:
+    """`axis` (None, an int or a sequence of ints) as a sorted tuple of non-negative axes."""
+    if axis is None:
+        return None
+    if axis.__class__ is int and 0 <= axis < ndim:
+        return (axis,)
+    if ndim == 0 and axis in (0, -1, (), (0,), (-1,)):
+        return ()
+    items: Sequence[Any] = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"{name} must be an int or a tuple of ints, got {axis!r}")
+        if not -max(ndim, 1) <= item < max(ndim, 1):
+            raise IndexError(f"{name} {item} is out of range for a tensor with {ndim} dimensions "
+                             f"(allowed: {-max(ndim, 1)} to {max(ndim, 1) - 1})")
+        out.append(int(item) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} {axis!r} repeats an axis")
+    return tuple(sorted(out))
+
+
+def normalize_axis(axis: Any, ndim: int, name: str = "axis") -> int:
+    """A single axis as a non-negative int."""
+    axes = normalize_axes(axis, ndim, name)
+    if axes is None or isinstance(axis, (tuple, list)):
+        raise TypeError(f"{name} must be a single int, got {axis!r}")
+    return axes[0]
+
+
+def expand_reduced(grad: Any, axes: Optional[Tuple[int, ...]], keepdims: bool, shape: tuple) -> Any:
+    """The gradient of a reduction, put back at the reduced axes and broadcast to `shape` (a new array)."""
+    xp = array_module(grad)
+    if axes is None or len(axes) == len(shape):
+        return xp.full(shape, grad, grad.dtype)
+    if not keepdims:
+        grad = grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
+    out = xp.empty(shape, grad.dtype)
+    out[...] = grad
+    return out

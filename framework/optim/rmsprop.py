@@ -1,0 +1,77 @@
+"""RMSprop (Hinton's lecture 6e) with torch's options, plus the eps-inside-sqrt form of the A3C paper."""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Tuple
+
+from ..device import array_module
+from .optimizer import Optimizer, check_range
+
+
+class RMSprop(Optimizer):
+    """s = alpha s + (1-alpha) g^2; p -= lr * g / (sqrt(s) + eps), as torch.optim.RMSprop.
+
+    `centered` uses s - mean(g)^2 as the variance estimate; `momentum` keeps a
+    buffer b = momentum b + g / denom and steps by lr * b. With
+    `eps_inside_sqrt=True` the denominator is sqrt(s + eps), the form Mnih et
+    al. (2016) use for A3C's shared RMSprop.
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, maximize: bool = False,
+                 eps_inside_sqrt: bool = False) -> None:
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered, maximize=maximize, eps_inside_sqrt=eps_inside_sqrt))
+
+    def _validate(self, group: Dict[str, Any]) -> None:
+        super()._validate(group)
+        check_range("epsilon", group["eps"], 0.0)
+        check_range("momentum", group["momentum"], 0.0)
+        check_range("weight_decay", group["weight_decay"], 0.0)
+        check_range("alpha", group["alpha"], 0.0)
+
+    def state_keys(self, group: Dict[str, Any]) -> Tuple[str, ...]:
+        keys: Tuple[str, ...] = ("square_avg",)
+        if group["momentum"] > 0:
+            keys += ("momentum_buffer",)
+        if group["centered"]:
+            keys += ("grad_avg",)
+        return keys
+
+    def _update(self, group: Dict[str, Any], param: Any, grad: Any, state: Dict[str, Any], step: float,
+                scratch: Any) -> None:
+        xp = array_module(param)
+        alpha, eps, lr = group["alpha"], group["eps"], group["lr"]
+        if group["maximize"]:
+            grad = -grad
+        if group["weight_decay"]:
+            grad = grad + group["weight_decay"] * param
+        square_avg = state["square_avg"]
+        square_avg *= alpha
+        xp.multiply(grad, grad, out=scratch)
+        scratch *= 1 - alpha
+        square_avg += scratch
+        if group["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg *= alpha
+            xp.multiply(grad, 1 - alpha, out=scratch)
+            grad_avg += scratch
+            xp.multiply(grad_avg, grad_avg, out=scratch)
+            xp.subtract(square_avg, scratch, out=scratch)
+            source = scratch
+        else:
+            source = square_avg
+        if group["eps_inside_sqrt"]:
+            xp.add(source, eps, out=scratch)
+            xp.sqrt(scratch, out=scratch)
+        else:
+            xp.sqrt(source, out=scratch)
+            scratch += eps
+        xp.divide(grad, scratch, out=scratch)
+        if group["momentum"] > 0:
+            buf = state["momentum_buffer"]
+            buf *= group["momentum"]
+            buf += scratch
+            xp.multiply(buf, lr, out=scratch)
+        else:
+            scratch *= lr
+        param -= scratch

@@ -1,0 +1,48 @@
+"""Process lifetime helpers: children that die with their parent, and terminating a group of processes."""
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import time
+from typing import Iterable
+
+from . import _libc
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when its parent dies, so no worker is ever orphaned.
+
+    Call it first thing in a child. If the parent is already gone by then, the
+    process kills itself at once. With the forkserver start method the kernel
+    parent is the fork server, which exits when the program does. The signal
+    follows the parent *thread* that started the child: start children from a
+    thread that outlives them.
+    """
+    _libc.prctl(_libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    parent = multiprocessing.parent_process()
+    orphaned = (not parent.is_alive()) if parent is not None else os.getppid() == 1
+    if orphaned:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def terminate_processes(processes: Iterable[multiprocessing.process.BaseProcess], grace_s: float = 5.0) -> None:
+    """Stop processes: SIGTERM, up to `grace_s` seconds to exit, then SIGKILL; all joined on return."""
+    if grace_s < 0:
+        raise ValueError(f"grace_s must be >= 0, got {grace_s}")
+    started = [p for p in processes if p.pid is not None]
+    alive = [p for p in started if p.is_alive()]
+    for p in alive:
+        p.terminate()
+    deadline = time.monotonic() + grace_s
+    while alive:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        multiprocessing.connection.wait([p.sentinel for p in alive], timeout=remaining)
+        alive = [p for p in alive if p.is_alive()]
+    for p in alive:
+        p.kill()
+    for p in started:
+        p.join()

@@ -1,0 +1,46 @@
+"""CartPole variants that fail on purpose, for the fault tests: use them as `fault_envs:<id>` in a config."""
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+class RaisingCartPole(CartPoleEnv):
+    """Raises RuntimeError in step once it has taken `fail_after` steps."""
+
+    def __init__(self, fail_after: int = 50, **kwargs):
+        super().__init__(**kwargs)
+        self.fail_after, self.steps = fail_after, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps > self.fail_after:
+            raise RuntimeError("injected fault in step")
+        return super().step(action)
+
+
+class NonFiniteCartPole(CartPoleEnv):
+    """Puts `value` ('nan', 'inf' or '-inf') into the reward or the observation every `every` steps.
+
+    The step count runs across episodes, so `every: 1` poisons every rollout
+    and a larger `every` only some of them.
+    """
+
+    def __init__(self, where: str = "reward", value: str = "nan", every: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        if where not in ("reward", "observation"):
+            raise ValueError(f"where must be 'reward' or 'observation', got {where!r}")
+        self.where, self.value, self.every, self.steps = where, float(value), every, 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        if self.steps % self.every == 0:
+            if self.where == "reward":
+                reward = self.value
+            else:
+                obs = obs.copy()
+                obs[0] = self.value
+        return obs, reward, terminated, truncated, info
+
+
+gym.register("FaultRaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
+gym.register("FaultNonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)

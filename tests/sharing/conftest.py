@@ -1,0 +1,59 @@
+"""Fixtures for the sharing tests, and a session check that they leave /dev/shm clean."""
+from __future__ import annotations
+
+import gc
+import glob
+import multiprocessing
+import os
+import time
+
+import pytest
+
+import sharing
+from sharing import manager_client
+
+STRATEGIES = ["file_descriptor", "file_system"]
+START_METHODS = ["spawn", "forkserver", "fork"]
+
+
+def group_names(group: str) -> list[str]:
+    """The /dev/shm names of one file_system manager group."""
+    return glob.glob(f"/dev/shm/hogshare_{group}_*")
+
+
+@pytest.fixture(params=STRATEGIES)
+def strategy(request):
+    """Run the test under each sharing strategy, restoring the default afterwards."""
+    before = sharing.get_sharing_strategy()
+    sharing.set_sharing_strategy(request.param)
+    yield request.param
+    sharing.set_sharing_strategy(before)
+
+
+@pytest.fixture(params=START_METHODS)
+def start_method(request):
+    return request.param
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dev_shm_left_clean():
+    """After the session, no segment of this session's manager group is left in /dev/shm."""
+    yield
+    for child in multiprocessing.active_children():
+        child.join(timeout=10)
+    gc.collect()
+    group = manager_client.joined_group()
+    if group is not None:
+        deadline = time.monotonic() + 10  # the manager unlinks names of exited processes asynchronously
+        while group_names(group) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        leftover = group_names(group)
+        assert not leftover, f"sharing tests left segments in /dev/shm: {leftover}"
+
+
+@pytest.fixture
+def fresh_group_env(monkeypatch):
+    """An environment in which child programs start their own manager group, with a short grace period."""
+    monkeypatch.delenv(manager_client.MANAGER_ENV, raising=False)
+    monkeypatch.setenv(manager_client.GRACE_ENV, "0.3")
+    return {k: v for k, v in os.environ.items()}

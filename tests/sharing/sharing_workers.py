@@ -1,0 +1,119 @@
+"""Functions the sharing tests run in child processes (importable by spawn and forkserver children)."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+import sharing
+
+
+def write_through_views(strategy: str, inbox, outbox, arg_array: np.ndarray) -> None:
+    """Receive [x, x[:, 1]] and write through both; send views back; send one array twice."""
+    sharing.set_sharing_strategy(strategy)
+    arg_array += 1                               # a process argument aliases the parent's array
+    x, column = inbox.get()
+    x[0, 0] = 100.0                              # through the array
+    column[2] = 200.0                            # through the view (x[2, 1])
+    outbox.put(("written", sharing.storage_of(x) is sharing.storage_of(column)))
+    y = sharing.share_array(np.arange(24, dtype=np.int32).reshape(4, 6))
+    outbox.put((y, y))                           # one message, same array twice
+    outbox.put(y)                                # another message, same storage
+    outbox.put([y.T, y[::-1, ::2], y[1:3].reshape(-1), y[:, 4]])
+    outbox.put(sharing.empty_shared((0, 3), np.float32))
+    assert inbox.get() == "done"
+
+
+def echo(inbox, outbox) -> None:
+    """Send back whatever arrives until None."""
+    while (item := inbox.get()) is not None:
+        outbox.put(item)
+
+
+def add_one(a: np.ndarray) -> int:
+    """Pool task: increment a shared array in place, return the pid that did it."""
+    a += 1
+    return os.getpid()
+
+
+def sum_received(inbox, outbox) -> None:
+    """Receive one array and send back its sum."""
+    outbox.put(float(inbox.get().sum()))
+
+
+def send_and_exit(strategy: str, outbox, value: float) -> None:
+    """Send a fresh shared array, drop it, and exit before anyone received it."""
+    sharing.set_sharing_strategy(strategy)
+    outbox.put(sharing.share_array(np.full(1000, value)))
+    outbox.close()
+    outbox.join_thread()                         # the message is in the pipe; now exit
+
+
+def fork_write(a: np.ndarray) -> None:
+    """Fork child: write in place to an inherited shared array."""
+    a[:] = 7
+
+
+def fork_send_inherited(a: np.ndarray, outbox) -> None:
+    """Fork child: send an array inherited from the parent."""
+    outbox.put(a[1:])
+    outbox.close()
+    outbox.join_thread()
+
+
+# --- spawn() targets: fn(rank, *args) ---------------------------------------------------------------
+
+def rank_writer(rank: int, out: np.ndarray) -> None:
+    out[rank] = rank + 10
+
+
+def raise_on(rank: int, bad_rank: int, pids: np.ndarray) -> None:
+    pids[rank] = os.getpid()
+    if rank == bad_rank:
+        time.sleep(0.2)
+        raise ValueError(f"rank {rank} failed on purpose")
+    time.sleep(120)
+
+
+def kill_self(rank: int) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exit_with(rank: int, code: int) -> None:
+    sys.exit(code)
+
+
+def ignore_sigterm_forever() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(1)
+
+
+def sleep_forever() -> None:
+    while True:
+        time.sleep(1)
+
+
+def die_with_parent_then_sleep(armed, delay: float) -> None:
+    """Wait `delay` seconds, ask to die with the parent, say so, then live on."""
+    from sharing import lifecycle
+    time.sleep(delay)
+    lifecycle.die_with_parent()
+    armed.set()
+    sleep_forever()
+
+
+def hold_forever(array: np.ndarray, ready) -> None:
+    """Keep a received array and say so."""
+    ready.put(os.getpid())
+    sleep_forever()
+
+
+def hold_received(inbox, ready) -> None:
+    """Receive an array, make one of its own, keep both and say so."""
+    arrays = [inbox.get(), sharing.share_array(np.ones(10))]
+    ready.put(os.getpid())
+    sleep_forever()

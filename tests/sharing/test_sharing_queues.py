@@ -1,0 +1,194 @@
+"""Shared arrays through queues, pipes, pools and process arguments: they alias, they are not copied."""
+from __future__ import annotations
+
+import gc
+import pickle
+from multiprocessing.reduction import ForkingPickler
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sharing
+from sharing import storage_of
+from sharing_workers import add_one, echo, fork_send_inherited, fork_write, sum_received, write_through_views
+
+TIMEOUT = 60
+
+
+def round_trip(obj):
+    """Send `obj` through ForkingPickler and receive it in this same process."""
+    return pickle.loads(ForkingPickler.dumps(obj))
+
+
+def data_pointer(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+@pytest.mark.timeout(120)
+def test_child_writes_through_array_and_view_and_sends_views_back(strategy, start_method):
+    ctx = sharing.get_context(start_method)
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    x = sharing.share_array(np.zeros((3, 4)))
+    arg = sharing.share_array(np.zeros(5))
+    child = ctx.Process(target=write_through_views, args=(strategy, inbox, outbox, arg))
+    child.start()
+    inbox.put([x, x[:, 1]])
+    assert outbox.get(timeout=TIMEOUT) == ("written", True)
+    assert x[0, 0] == 100.0 and x[2, 1] == 200.0
+    assert np.all(arg == 1)
+
+    first, second = outbox.get(timeout=TIMEOUT)
+    assert first is second                        # one message, one array
+    again = outbox.get(timeout=TIMEOUT)
+    assert storage_of(again) is storage_of(first)  # two messages, one storage
+    transposed, strided, reshaped, column = outbox.get(timeout=TIMEOUT)
+    expected = np.arange(24, dtype=np.int32).reshape(4, 6)
+    np.testing.assert_array_equal(transposed, expected.T)
+    np.testing.assert_array_equal(strided, expected[::-1, ::2])
+    np.testing.assert_array_equal(reshaped, expected[1:3].reshape(-1))
+    again[3, 4] = -1                               # every view aliases the child's memory
+    assert transposed[4, 3] == -1 and strided[0, 2] == -1 and column[3] == -1
+    empty = outbox.get(timeout=TIMEOUT)
+    assert empty.shape == (0, 3) and empty.dtype == np.float32 and sharing.is_shared(empty)
+    inbox.put("done")
+    child.join(TIMEOUT)
+    assert child.exitcode == 0
+
+
+@pytest.mark.timeout(120)
+def test_pool_workers_modify_shared_inputs_in_place(strategy, start_method):
+    arrays = [sharing.share_array(np.zeros(3)) for _ in range(4)]
+    with sharing.get_context(start_method).Pool(2) as pool:
+        pool.map(add_one, arrays)
+    for a in arrays:
+        np.testing.assert_array_equal(a, 1)
+
+
+@pytest.mark.timeout(60)
+def test_sender_may_drop_its_array_right_after_put(strategy):
+    ctx = sharing.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=sum_received, args=(inbox, outbox))
+    child.start()
+    inbox.put(sharing.share_array(np.full(1000, 2.0)))   # no reference kept
+    gc.collect()
+    assert outbox.get(timeout=TIMEOUT) == 2000.0
+    child.join(TIMEOUT)
+
+
+@pytest.mark.timeout(60)
+def test_round_trip_through_an_echo_child_returns_the_same_storage(strategy):
+    ctx = sharing.get_context("forkserver")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=echo, args=(inbox, outbox))
+    child.start()
+    a = sharing.empty_shared((100,), np.float32)
+    for _ in range(5):
+        inbox.put(a[10:])
+        back = outbox.get(timeout=TIMEOUT)
+        assert storage_of(back) is storage_of(a) and data_pointer(back) == data_pointer(a[10:])
+    inbox.put(None)
+    child.join(TIMEOUT)
+
+
+def test_fork_child_write_is_visible_to_parent(strategy):
+    a = sharing.share_array(np.zeros(8))
+    child = sharing.get_context("fork").Process(target=fork_write, args=(a,))
+    child.start()
+    child.join(TIMEOUT)
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(a, 7)
+
+
+def test_fork_child_can_send_an_inherited_array(strategy):
+    ctx = sharing.get_context("fork")
+    outbox = ctx.Queue()
+    a = sharing.share_array(np.arange(5.0))
+    child = ctx.Process(target=fork_send_inherited, args=(a, outbox))
+    child.start()
+    received = outbox.get(timeout=TIMEOUT)
+    child.join(TIMEOUT)
+    assert storage_of(received) is storage_of(a)
+    np.testing.assert_array_equal(received, [1, 2, 3, 4])
+
+
+def test_round_trip_in_one_process_keeps_identity(strategy):
+    x = sharing.share_array(np.arange(12.0).reshape(3, 4))
+    y, column = round_trip([x, x[:, 1]])
+    assert storage_of(y) is storage_of(x) and storage_of(column) is storage_of(x)
+    assert data_pointer(y) == data_pointer(x)
+    column[0] = -5
+    assert x[0, 1] == -5
+    storage = storage_of(x)
+    assert round_trip(storage) is storage
+
+
+def test_pipe_carries_handles(strategy):
+    a, b = sharing.Pipe()
+    x = sharing.share_array(np.ones(4))
+    a.send(x[::2])
+    got = b.recv()
+    got[:] = 3
+    np.testing.assert_array_equal(x, [3, 1, 3, 1])
+    a.close(), b.close()
+
+
+def test_array_that_is_not_shared_is_copied_by_value(strategy):
+    plain = np.arange(6.0)
+    shared = sharing.share_array(np.zeros(2))
+    got_plain, got_shared = round_trip([plain, shared])
+    assert not sharing.is_shared(got_plain) and not np.shares_memory(got_plain, plain)
+    np.testing.assert_array_equal(got_plain, plain)
+    assert storage_of(got_shared) is storage_of(shared)
+    assert ForkingPickler.dumps(plain) == pickle.dumps(plain, protocol=4)
+
+
+def test_is_shared_false_then_true():
+    a = np.zeros((2, 3))
+    assert not sharing.is_shared(a)
+    s = sharing.share_array(a)
+    assert sharing.is_shared(s) and sharing.is_shared(s[1]) and sharing.is_shared(s.T[::-1].reshape(-1)[::2]) is False and sharing.is_shared(s.reshape(-1)[::2])
+    assert not sharing.is_shared(s.copy())
+    assert not sharing.is_shared([1, 2]) and not sharing.is_shared(None)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_, np.complex128, ">f8", "U3", "M8[s]",
+                                   [("a", "<i4"), ("b", "<f8", (2,))]])
+def test_any_plain_dtype_travels(strategy, dtype):
+    x = sharing.share_array(np.zeros(4, dtype=dtype))
+    got = round_trip(x[1:])
+    assert got.dtype == np.dtype(dtype) and storage_of(got) is storage_of(x)
+
+
+def test_read_only_view_stays_read_only(strategy):
+    x = sharing.share_array(np.zeros(4))
+    view = x[1:]
+    view.flags.writeable = False
+    assert not round_trip(view).flags.writeable
+    assert round_trip(x).flags.writeable
+
+
+@st.composite
+def views(draw):
+    shape = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
+    index = tuple(slice(draw(st.integers(0, n - 1)), None, draw(st.sampled_from([1, 2, -1, -2]))) for n in shape)
+    return shape, index, draw(st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(views())
+def test_views_of_any_layout_alias_after_a_round_trip(view_spec):
+    shape, index, transpose = view_spec
+    x = sharing.share_array(np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape))
+    v = x[index]
+    if transpose:
+        v = v.T
+    got = round_trip(v)
+    np.testing.assert_array_equal(got, v)
+    assert got.strides == v.strides and storage_of(got) is storage_of(x)
+    if got.size:
+        assert data_pointer(got) == data_pointer(v)
+        got.flat[0] = -1
+        assert v.flat[0] == -1

@@ -1,0 +1,182 @@
+"""The two strategies: names, file_system's segments and manager, file_descriptor's absence from /dev/shm."""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import resource
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sharing
+from conftest import group_names
+from sharing import manager_client
+from sharing_workers import hold_forever, send_and_exit, sum_received
+
+PROGRAMS = Path(__file__).with_name("sharing_programs.py")
+TIMEOUT = 60
+
+
+def run_program(*args: str, env: dict | None = None, timeout: float = 120) -> dict:
+    """Run a sharing_programs.py program to completion and return its JSON report."""
+    done = subprocess.run([sys.executable, str(PROGRAMS), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def names_of_inode(ino: int) -> list[str]:
+    """Every /dev/shm name of one segment."""
+    found = []
+    for entry in os.scandir("/dev/shm"):
+        try:
+            if entry.inode() == ino:
+                found.append(entry.name)
+        except OSError:
+            pass
+    return found
+
+
+def wait_until(predicate, timeout: float = 15.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def test_strategy_names_and_default():
+    assert sharing.get_all_sharing_strategies() == {"file_descriptor", "file_system"}
+    assert sharing.get_sharing_strategy() == "file_descriptor"
+
+
+def test_unknown_strategy_is_rejected_naming_the_valid_ones():
+    with pytest.raises(ValueError, match="'shm'.*'file_descriptor', 'file_system'"):
+        sharing.set_sharing_strategy("shm")
+    assert sharing.get_sharing_strategy() == "file_descriptor"
+
+
+def test_strategy_decides_new_storages_and_received_ones_keep_theirs():
+    a = sharing.share_array(np.arange(3))
+    sharing.set_sharing_strategy("file_system")
+    try:
+        b = sharing.share_array(np.arange(3))
+    finally:
+        sharing.set_sharing_strategy("file_descriptor")
+    assert sharing.storage_of(a).strategy == "file_descriptor"
+    assert sharing.storage_of(b).strategy == "file_system"
+    q = sharing.SimpleQueue()
+    q.put([a, b])
+    got_a, got_b = q.get()
+    assert sharing.storage_of(got_b) is sharing.storage_of(b) and sharing.storage_of(got_a) is sharing.storage_of(a)
+
+
+@pytest.mark.timeout(90)
+def test_file_system_segment_lives_while_in_flight_and_is_gone_after(monkeypatch):
+    monkeypatch.setattr(sharing.strategies, "_current", "file_system")
+    a = sharing.share_array(np.full(1000, 3.0))
+    storage = sharing.storage_of(a)
+    ino = os.stat(f"/dev/shm/{storage.name}").st_ino
+    ctx = sharing.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    inbox.put(a)
+    assert wait_until(lambda: len(names_of_inode(ino)) == 2)   # the sender's name and the message's
+    del a, storage
+    gc.collect()
+    assert len(names_of_inode(ino)) == 1                       # the message keeps the segment alive
+    child = ctx.Process(target=sum_received, args=(inbox, outbox))
+    child.start()
+    assert outbox.get(timeout=TIMEOUT) == 3000.0
+    child.join(TIMEOUT)
+    assert wait_until(lambda: not names_of_inode(ino)), names_of_inode(ino)
+
+
+@pytest.mark.timeout(90)
+def test_message_in_flight_when_its_sender_exits(strategy):
+    ctx = sharing.get_context("forkserver")
+    outbox = ctx.Queue()
+    child = ctx.Process(target=send_and_exit, args=(strategy, outbox, 5.0))
+    child.start()
+    child.join(TIMEOUT)
+    assert child.exitcode == 0
+    if strategy == "file_system":
+        np.testing.assert_array_equal(outbox.get(timeout=TIMEOUT), 5.0)
+    else:
+        with pytest.raises(RuntimeError, match=rf"process {child.pid} .*exited.*file_system"):
+            outbox.get(timeout=TIMEOUT)
+
+
+@pytest.mark.timeout(90)
+def test_killed_receiver_loses_its_names_while_the_group_lives(monkeypatch):
+    monkeypatch.setattr(sharing.strategies, "_current", "file_system")
+    a = sharing.share_array(np.ones(10))
+    ino = os.stat(f"/dev/shm/{sharing.storage_of(a).name}").st_ino
+    ctx = sharing.get_context("forkserver")
+    ready = ctx.SimpleQueue()
+    child = ctx.Process(target=hold_forever, args=(a, ready))
+    child.start()
+    ready.get()
+    assert len(names_of_inode(ino)) == 2
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(TIMEOUT)
+    assert wait_until(lambda: len(names_of_inode(ino)) == 1)   # the manager removed the child's name
+
+
+def test_file_system_names_are_private_and_unguessable(monkeypatch):
+    monkeypatch.setattr(sharing.strategies, "_current", "file_system")
+    a = sharing.share_array(np.ones(10))
+    name = sharing.storage_of(a).name
+    assert re.fullmatch(r"hogshare_[0-9a-f]{16}_c\d+_[0-9a-f]{16}", name)
+    assert stat.S_IMODE(os.stat(f"/dev/shm/{name}").st_mode) == 0o600
+    socket_path = manager_client.socket_path()
+    assert stat.S_IMODE(os.stat(os.path.dirname(socket_path)).st_mode) == 0o700
+    assert stat.S_ISSOCK(os.stat(socket_path).st_mode)
+    q = sharing.get_context("fork").Queue()
+    q.put(a)
+    assert wait_until(lambda: any("_m" in n for n in group_names(manager_client.joined_group())))
+    message = [n for n in group_names(manager_client.joined_group()) if re.search(r"_m[0-9a-f]{16}$", n)]
+    assert message and all(stat.S_IMODE(os.stat(n).st_mode) == 0o600 for n in message)
+    q.get()
+
+
+@pytest.mark.timeout(120)
+def test_file_descriptor_never_touches_dev_shm(fresh_group_env):
+    report = run_program("descriptor_only", env=fresh_group_env)
+    assert report == {"memfd": True, "dev_shm": [], "joined": False, "values": [2.0, 2.0, 2.0]}
+
+
+@pytest.mark.timeout(120)
+def test_low_ulimit(fresh_group_env):
+    report = run_program("low_ulimit", "64", env=fresh_group_env)
+    assert 0 < report["fd_count"] < 64
+    assert "too many open files" in report["error"] and "file_system" in report["error"]
+    assert report["fs_count"] == 256 and report["fs_aliases"]
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_of_every_file_system_process_leaves_nothing(fresh_group_env):
+    program = subprocess.Popen([sys.executable, str(PROGRAMS), "hold_and_wait", "2"], stdout=subprocess.PIPE,
+                               text=True, env=fresh_group_env, start_new_session=True)
+    try:
+        report = json.loads(program.stdout.readline())
+        assert len(group_names(report["group"])) == 5        # 2 held, 1 message, 1 made by each child
+    finally:
+        os.killpg(program.pid, signal.SIGKILL)               # the program and its children; not the manager
+        program.wait()
+        program.stdout.close()
+    assert wait_until(lambda: not group_names(report["group"]), timeout=30), group_names(report["group"])
+    assert wait_until(lambda: not os.path.exists(os.path.dirname(report["socket"])))
+
+
+def test_raising_the_descriptor_limit_keeps_the_hard_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft == hard or hard == resource.RLIM_INFINITY
