@@ -6,20 +6,25 @@ Measures, in one run on one machine:
   * the same for torch.multiprocessing (../shared/baselines/torch_queue_latency.py)
     and for a plain tuple through multiprocessing queues (mp_queue_floor.py), the
     floor any handle-passing scheme pays;
-  * `share_array` of 256 MiB against `np.copyto` into a ready buffer.
+  * `share_array` of 256 MiB against `np.copyto` into a ready buffer, with the
+    kernel's cost of fresh shared pages (allocation alone, no copy) and torch's
+    `share_memory_()` of the same size beside it.
 Writes experiments/results/sharing.md. Run: python experiments/bench_sharing.py
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 
 import sharing
-from common import fmt_ratio, markdown_table, run_baseline, torch_available, write_result
+from common import BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, run_baseline, torch_available, write_result
 
 SIZES = {"4 KiB": 4 << 10, "4 MiB": 4 << 20, "256 MiB": 256 << 20}
 STRATEGIES = ("file_descriptor", "file_system")
@@ -54,22 +59,49 @@ def round_trip(strategy: str, nbytes: int, reps: int) -> float:
     return statistics.median(times)
 
 
-def bandwidth(nbytes: int, reps: int) -> tuple[float, float]:
-    """Median GB/s of share_array and of np.copyto into an already touched buffer, for `nbytes`."""
+def bandwidth(nbytes: int, reps: int) -> dict[str, float]:
+    """Median GB/s, for `nbytes`, of share_array, of np.copyto into a ready buffer, and of
+    empty_shared (the kernel's cost of fresh shared pages: allocated, zeroed, mapped)."""
     sharing.set_sharing_strategy("file_descriptor")
     source = np.random.default_rng(0).random(nbytes // 8)
     target = np.empty_like(source)
     target[:] = 0
-    share_times, copy_times = [], []
+    runs = {"share_array": lambda: sharing.share_array(source), "np.copyto": lambda: np.copyto(target, source),
+            "empty_shared": lambda: sharing.empty_shared(source.shape, source.dtype)}
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):
-        start = time.perf_counter()
-        shared = sharing.share_array(source)
-        share_times.append(time.perf_counter() - start)
-        del shared
-        start = time.perf_counter()
-        np.copyto(target, source)
-        copy_times.append(time.perf_counter() - start)
-    return nbytes / statistics.median(share_times) / 1e9, nbytes / statistics.median(copy_times) / 1e9
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()  # the result is dropped at once, so each share_array starts from fresh pages
+            times[name].append(time.perf_counter() - start)
+    return {name: nbytes / statistics.median(t) / 1e9 for name, t in times.items()}
+
+
+TORCH_SHARE = """
+import statistics, sys, time, torch
+n = int(sys.argv[1]) // 4
+source = torch.rand(n)
+times = []
+for _ in range(int(sys.argv[2])):
+    start = time.perf_counter()
+    source.clone().share_memory_()
+    times.append(time.perf_counter() - start)
+clone = []
+for _ in range(int(sys.argv[2])):
+    start = time.perf_counter()
+    source.clone()
+    clone.append(time.perf_counter() - start)
+print(statistics.median(times) - statistics.median(clone))
+"""
+
+
+def torch_share_bandwidth(nbytes: int, reps: int) -> float | None:
+    """GB/s of torch's share_memory_() of a CPU tensor (its clone's time taken out); None without torch."""
+    if not torch_available():
+        return None
+    done = subprocess.run([TORCH_PYTHON, "-c", TORCH_SHARE, str(nbytes), str(reps)], capture_output=True,
+                          text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return nbytes / float(done.stdout.split()[-1]) / 1e9
 
 
 def torch_round_trips() -> dict[tuple[str, int], float]:
@@ -83,11 +115,9 @@ def torch_round_trips() -> dict[tuple[str, int], float]:
 
 def queue_floors() -> dict[str, float]:
     """The plain multiprocessing Queue / SimpleQueue round trip of a small tuple (seconds)."""
-    out = run_baseline("mp_queue_floor.py") if torch_available() else ""
-    if not out:  # the floor needs no torch: run it with this interpreter
-        import subprocess
-        import sys
-        from common import BASELINES
+    if torch_available():
+        out = run_baseline("mp_queue_floor.py")
+    else:  # the floor needs no torch: run it with this interpreter
         out = subprocess.run([sys.executable, str(BASELINES / "mp_queue_floor.py")], capture_output=True,
                              text=True, check=True).stdout
     return {kind: float(us) / 1e6 for kind, us in re.findall(r"plain mp\.(\w+) handle rtt_median=([\d.]+) us", out)}
@@ -105,8 +135,11 @@ def main() -> None:
     ours = {(s, n): round_trip(s, n, args.reps) for s in STRATEGIES for n in SIZES.values()}
     for (s, n), t in ours.items():
         print(f"sharing {s:16s} {n:>10d} B  rtt_median={t * 1e6:8.1f} us", flush=True)
-    share_gbs, copy_gbs = bandwidth(SIZES["256 MiB"], reps=5)
-    print(f"share_array 256 MiB {share_gbs:.2f} GB/s, np.copyto {copy_gbs:.2f} GB/s", flush=True)
+    gbs = bandwidth(SIZES["256 MiB"], reps=5)
+    gbs["torch share_memory_"] = torch_share_bandwidth(SIZES["256 MiB"], reps=5)
+    print("256 MiB: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.2f}'} GB/s" for k, v in gbs.items()),
+          flush=True)
+    share_ratio = gbs["share_array"] / gbs["np.copyto"]
     floors = queue_floors()
     theirs = torch_round_trips()
     floor = floors.get("Queue")
@@ -128,8 +161,7 @@ def main() -> None:
         ["round trip <= 2x the mp.Queue floor", "n/a" if worst_floor is None else f"{worst_floor:.2f}x",
          "n/a" if worst_floor is None else worst_floor <= TARGET_FLOOR],
         ["256 MiB within 1.5x of 4 KiB", f"{worst_size:.2f}x", worst_size <= TARGET_SIZE],
-        ["share_array(256 MiB) >= 50% of np.copyto", f"{share_gbs / copy_gbs:.0%}",
-         share_gbs / copy_gbs >= TARGET_BANDWIDTH],
+        ["share_array(256 MiB) >= 50% of np.copyto", f"{share_ratio:.0%}", share_ratio >= TARGET_BANDWIDTH],
     ])
     floor_note = ", ".join(f"mp.{k} {v * 1e6:.0f} us" for k, v in floors.items())
     path = write_result("sharing", "Sharing: queue round trip and share_array bandwidth", [
@@ -138,8 +170,13 @@ def main() -> None:
         "(`torch_queue_latency.py`) and the plain multiprocessing floor for a small tuple "
         f"(`mp_queue_floor.py`: {floor_note}), all measured in this run.",
         table,
-        f"`share_array` of 256 MiB (allocate, back and copy): {share_gbs:.2f} GB/s; `np.copyto` into a "
-        f"ready buffer: {copy_gbs:.2f} GB/s ({share_gbs / copy_gbs:.0%}).",
+        "Bandwidth for 256 MiB (median of 5): `share_array` makes fresh shared pages and copies into them; "
+        "`empty_shared` only makes the pages (the kernel allocates, zeroes and maps each 4 KiB page, the floor "
+        "under any shared copy); torch's `share_memory_()` does the same work as `share_array` (its clone's "
+        "time taken out).",
+        markdown_table(["operation", "GB/s", "vs np.copyto"],
+                       [[name, "n/a" if v is None else f"{v:.2f}", "n/a" if v is None else f"{v / gbs['np.copyto']:.0%}"]
+                        for name, v in gbs.items()]),
         checks,
     ])
     print(f"wrote {path}")

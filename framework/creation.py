@@ -1,12 +1,12 @@
 """Tensor factories: tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, randn, rand, randint, *_like."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from . import random
-from .device import array_module, parse_device, to_device
+from .device import array_module, cupy_module, on_device, parse_device, to_device
 from .dtypes import DEFAULT_FLOAT, is_floating, resolve_dtype
 from .tensor import Tensor, as_array, wrap
 
@@ -37,11 +37,11 @@ def _float_dtype(dtype: Any, name: str) -> np.dtype:
     return resolved
 
 
-def _xp(device: str) -> Any:
-    if device == "cpu":
-        return np
-    from .device import cupy_module
-    return cupy_module()
+def _build(device: Any, make: Callable[[Any], Any]) -> Any:
+    """make(xp) run with the array module of `device` and, for CUDA, that device current."""
+    dev = parse_device(device)
+    with on_device(dev):
+        return make(np if dev == "cpu" else cupy_module())
 
 
 def tensor(data: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
@@ -70,28 +70,28 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 def zeros(*size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
     """A tensor of zeros (float32 by default)."""
-    dev = parse_device(device)
-    return _finish(_xp(dev).zeros(_size(size, "zeros"), _dtype_or(dtype, DEFAULT_FLOAT)), requires_grad)
+    shape, resolved = _size(size, "zeros"), _dtype_or(dtype, DEFAULT_FLOAT)
+    return _finish(_build(device, lambda xp: xp.zeros(shape, resolved)), requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
     """A tensor of ones (float32 by default)."""
-    dev = parse_device(device)
-    return _finish(_xp(dev).ones(_size(size, "ones"), _dtype_or(dtype, DEFAULT_FLOAT)), requires_grad)
+    shape, resolved = _size(size, "ones"), _dtype_or(dtype, DEFAULT_FLOAT)
+    return _finish(_build(device, lambda xp: xp.ones(shape, resolved)), requires_grad)
 
 
 def empty(*size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor (float32 by default)."""
-    dev = parse_device(device)
-    return _finish(_xp(dev).empty(_size(size, "empty"), _dtype_or(dtype, DEFAULT_FLOAT)), requires_grad)
+    shape, resolved = _size(size, "empty"), _dtype_or(dtype, DEFAULT_FLOAT)
+    return _finish(_build(device, lambda xp: xp.empty(shape, resolved)), requires_grad)
 
 
 def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = "cpu",
          requires_grad: bool = False) -> Tensor:
     """A tensor filled with `fill_value` (dtype inferred from it as torch does when not given)."""
-    dev = parse_device(device)
+    shape = _size((size,), "full")
     resolved = resolve_dtype(dtype) if dtype is not None else as_array(fill_value).dtype
-    return _finish(_xp(dev).full(_size((size,), "full"), fill_value, resolved), requires_grad)
+    return _finish(_build(device, lambda xp: xp.full(shape, fill_value, resolved)), requires_grad)
 
 
 def zeros_like(other: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
@@ -115,23 +115,21 @@ def arange(start: Any, end: Optional[Any] = None, step: Any = 1, dtype: Any = No
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must be non-zero")
-    dev = parse_device(device)
     ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
     resolved = resolve_dtype(dtype) if dtype is not None else (np.dtype(np.int64) if ints else DEFAULT_FLOAT)
-    return _finish(_xp(dev).arange(start, end, step).astype(resolved), requires_grad)
+    return _finish(_build(device, lambda xp: xp.arange(start, end, step).astype(resolved)), requires_grad)
 
 
 def randn(*size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
     """Samples of N(0, 1) from the global generator."""
-    dev = parse_device(device)
-    data = random.standard_normal(_size(size, "randn"), _float_dtype(dtype, "randn"), dev)
-    return _finish(data, requires_grad)
+    shape, resolved, dev = _size(size, "randn"), _float_dtype(dtype, "randn"), parse_device(device)
+    return _finish(_build(dev, lambda xp: random.standard_normal(shape, resolved, dev)), requires_grad)
 
 
 def rand(*size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
     """Samples of U[0, 1) from the global generator."""
-    dev = parse_device(device)
-    return _finish(random.uniform(_size(size, "rand"), _float_dtype(dtype, "rand"), device=dev), requires_grad)
+    shape, resolved, dev = _size(size, "rand"), _float_dtype(dtype, "rand"), parse_device(device)
+    return _finish(_build(dev, lambda xp: random.uniform(shape, resolved, device=dev)), requires_grad)
 
 
 def randint(low: int, high: Optional[int] = None, size: Sequence[int] = (), device: Any = "cpu") -> Tensor:
@@ -140,4 +138,5 @@ def randint(low: int, high: Optional[int] = None, size: Sequence[int] = (), devi
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    return wrap(random.integers(low, high, _size((size,), "randint"), parse_device(device)))
+    shape, dev = _size((size,), "randint"), parse_device(device)
+    return wrap(_build(dev, lambda xp: random.integers(low, high, shape, dev)))

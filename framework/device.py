@@ -5,6 +5,7 @@ works without it.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from types import ModuleType
 from typing import Any
@@ -53,6 +54,22 @@ def device_of(array: Any) -> str:
     if isinstance(array, np.ndarray):
         return "cpu"
     return f"cuda:{array.device.id}"
+
+
+def on_device(device: str) -> Any:
+    """A context in which new arrays are made on `device` (CuPy's current device); nothing to do for 'cpu'."""
+    if device == "cpu":
+        return contextlib.nullcontext()
+    return cupy_module().cuda.Device(int(device[5:]))
+
+
+def scatter_add(target: Any, index: Any, values: Any) -> None:
+    """target[index] += values, adding repeated indices up (np.add.at; cupyx.scatter_add on CUDA)."""
+    if isinstance(target, np.ndarray):
+        np.add.at(target, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_add(target, index, values)
 
 
 def to_device(array: Any, device: str, copy: bool = False) -> Any:

@@ -94,10 +94,14 @@ class Categorical:
         xp = array_module(data)
         index = value._data if isinstance(value, Tensor) else xp.asarray(value)
         k = data.shape[-1]
-        if index.size and (int(index.min()) < 0 or int(index.max()) >= k or
-                           (index.dtype.kind == "f" and bool((index % 1 != 0).any()))):
-            raise ValueError(f"Categorical.log_prob: values must be integers in [0, {k}), got values from "
-                             f"{index.min()} to {index.max()}")
+        if index.size:
+            if isinstance(index, np.ndarray):  # the ufunc reductions skip min()/max()'s Python wrappers
+                low, high = np.minimum.reduce(index, axis=None), np.maximum.reduce(index, axis=None)
+            else:
+                low, high = index.min(), index.max()
+            if low < 0 or high >= k or (index.dtype.kind == "f" and bool((index % 1 != 0).any())):
+                raise ValueError(f"Categorical.log_prob: values must be integers in [0, {k}), got values from "
+                                 f"{low} to {high}")
         batch = data.shape[:-1]
         if index.shape == batch:
             shape = batch

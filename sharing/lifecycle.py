@@ -5,6 +5,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import threading
 import time
 from typing import Iterable
 
@@ -15,16 +16,27 @@ def die_with_parent() -> None:
     """Have the kernel SIGKILL this process when its parent dies, so no worker is ever orphaned.
 
     Call it first thing in a child. If the parent is already gone by then, the
-    process kills itself at once. With the forkserver start method the kernel
-    parent is the fork server, which exits when the program does. The signal
-    follows the parent *thread* that started the child: start children from a
-    thread that outlives them.
+    process kills itself at once. The signal follows the parent *thread* that
+    started the child: start children from a thread that outlives them.
+    With the forkserver start method the kernel parent is the fork server,
+    which stays up while any of its children holds the server's liveness pipe
+    (each one inherits it); there a daemon thread also waits on the parent's
+    sentinel and kills the process when the parent is gone.
     """
     _libc.prctl(_libc.PR_SET_PDEATHSIG, signal.SIGKILL)
     parent = multiprocessing.parent_process()
     orphaned = (not parent.is_alive()) if parent is not None else os.getppid() == 1
     if orphaned:
         os.kill(os.getpid(), signal.SIGKILL)
+    if parent is not None and parent.pid != os.getppid():
+        threading.Thread(target=_die_when_ready, args=(parent.sentinel,), name="die-with-parent",
+                         daemon=True).start()
+
+
+def _die_when_ready(sentinel: int) -> None:
+    """SIGKILL this process once `sentinel` (the parent process's) is ready: the parent has exited."""
+    multiprocessing.connection.wait([sentinel])
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def terminate_processes(processes: Iterable[multiprocessing.process.BaseProcess], grace_s: float = 5.0) -> None:

@@ -85,7 +85,7 @@ def _claim(storage: Storage) -> None:
 
 def message_name(storage: Storage) -> str:
     """Link a new name to `storage`'s segment for one message and return it."""
-    if storage.owner_pid != os.getpid() and storage.name is not None:
+    if storage.owner_pid != os.getpid():
         _claim(storage)
     name = _message_name()
     os.link(_path(storage.name), _path(name))

@@ -244,10 +244,15 @@ class _Worker:
                 state = (state[0] * keep, state[1] * keep)
         return framework.cat(heads, axis=0), framework.cat(values, axis=0)
 
-    def loss(self) -> tuple[Any, list[float]]:
-        """The A3C loss over the rollout and its parts (policy loss, value loss, entropy)."""
+    def loss(self) -> tuple[Any, list[float]] | None:
+        """The A3C loss over the rollout and its parts (policy loss, value loss, entropy).
+
+        None when the forward pass is not finite (a NaN or inf observation): no loss can be built from it.
+        """
         a, n = self.a, self.T * self.E
         head, values = self._forward_rollout()
+        if not (np.isfinite(head.data_array).all() and np.isfinite(values.data_array).all()):
+            return None
         v = values.data_array.reshape(self.T + 1, self.E)
         adv, targets = advantages(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
         if a["normalize_advantages"]:
@@ -272,7 +277,11 @@ class _Worker:
         self.rollout()
         grad = self.local_arena.grad
         grad[...] = 0.0
-        loss, parts = self.loss()
+        result = self.loss()
+        if result is None:
+            stats.add_skipped()
+            return
+        loss, parts = result
         loss.backward()
         norm = float(np.sqrt(np.dot(grad, grad)))
         if not (np.isfinite(norm) and all(np.isfinite(parts))):

@@ -133,43 +133,48 @@ def _run_dense(ctx: WorkerContext) -> None:
         steps.finish(value, norm, lr, read_at)
 
 
-def _run_sparse(ctx: WorkerContext) -> None:
-    """Minibatch SGD on the hinge loss that reads and writes only the batch's active weights.
+def sparse_step(w: np.ndarray, batch: datasets.Sparse, degrees: np.ndarray, l2: float, lr: float,
+                lock: Any = None) -> tuple[float, float]:
+    """One SGD step on the batch's mean hinge loss plus L2 that reads and writes only the batch's features.
 
     The L2 penalty is split over rows as in the Hogwild! paper: a row that
-    uses feature u pulls w_u towards zero by 2 * l2 * w_u / degree_u, so a
+    uses feature u pulls w_u towards zero by 2 * l2 * w_u / degrees[u], so a
     pass over the data applies the full penalty while touching only active
-    coordinates.
+    coordinates. The write is `np.subtract.at` (features shared by several
+    rows add up), under `lock` when one is given, and is skipped when the
+    loss or gradient is not finite. Returns (mean hinge loss, gradient norm).
     """
+    span = batch.span()
+    idx, values = batch.indices[span], batch.values[span]
+    active = w[idx]
+    margins = batch.y * np.add.reduceat(values * active, batch.indptr[:-1] - span.start)
+    coef = np.where(margins < 1.0, -batch.y, 0.0).astype(np.float32)
+    g = np.repeat(coef, np.diff(batch.indptr)) * values + (2.0 * l2) * active / degrees[idx]
+    loss, norm = float(np.maximum(1.0 - margins, 0.0).mean()), float(np.sqrt(np.dot(g, g)))
+    if np.isfinite(loss) and np.isfinite(norm):
+        g *= lr / len(batch)
+        if lock is None:
+            np.subtract.at(w, idx, g)
+        else:
+            with lock:
+                np.subtract.at(w, idx, g)
+    return loss, norm
+
+
+def _run_sparse(ctx: WorkerContext) -> None:
+    """Minibatch SGD of the shared linear SVM (see sparse_step) over the worker's shard."""
     shared = ctx.shared.data
     data = shared.shard(ctx.rank)
     steps = _Steps(ctx, len(data))
     w = ctx.model.weight.data_array
-    two_l2 = 2.0 * steps.algo["l2"]
     for start, stop in steps.batches_forever():
         read_at = ctx.stats.global_updates()
-        rows = data.rows(start, stop)
-        span = rows.span()
-        idx, values = data.indices[span], data.values[span]
-        lengths = np.diff(rows.indptr)
-        active_w = w[idx]
-        scores = np.add.reduceat(values * active_w, rows.indptr[:-1] - span.start)
-        margins = rows.y * scores
-        coef = np.where(margins < 1.0, -rows.y, 0.0).astype(np.float32)
-        g = np.repeat(coef, lengths) * values + two_l2 * active_w / shared.degrees[idx]
-        loss = float(np.maximum(1.0 - margins, 0.0).mean())
-        norm = float(np.sqrt(np.dot(g, g)))
-        if not (np.isfinite(loss) and np.isfinite(norm)):
-            ctx.stats.add_skipped()
-            continue
         lr = steps.lr()
-        g *= lr / steps.batch
-        if steps.lock is None:
-            np.subtract.at(w, idx, g)
+        loss, norm = sparse_step(w, data.rows(start, stop), shared.degrees, steps.algo["l2"], lr, steps.lock)
+        if np.isfinite(loss) and np.isfinite(norm):
+            steps.finish(loss, norm, lr, read_at)
         else:
-            with steps.lock:
-                np.subtract.at(w, idx, g)
-        steps.finish(loss, norm, lr, read_at)
+            ctx.stats.add_skipped()
 
 
 class Hogwild(Algorithm):

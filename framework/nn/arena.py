@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import storage
 from ..device import array_module, device_of, to_device
-from ..tensor import Tensor, wrap
+from ..tensor import wrap
 from .parameter import Parameter
 
 Layout = Tuple[Tuple[Tuple[int, ...], ...], Tuple[bool, ...]]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from ..device import array_module
 from ..grad_mode import MODE
@@ -70,7 +69,7 @@ def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices `target` (N,) under log-probabilities `input` (N, C) or (C,)."""
     _check_reduction(reduction, "nll_loss")
     logp = input._data
-    t = target._data if isinstance(target, Tensor) else np.asarray(target)
+    t = target._data if isinstance(target, Tensor) else array_module(logp).asarray(target)
     if t.dtype.kind not in "iu":
         raise TypeError(f"nll_loss: target must hold integer class indices, got dtype {t.dtype}")
     if logp.ndim == 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tensor import Tensor, wrap
-from . import arithmetic, conv, pointwise, reduction, shape
+from . import arithmetic, pointwise, reduction, shape
 from ._util import operands
 from .arithmetic import add, div, linear, matmul, mul, neg, pow, sub
 from .conv import conv2d, max_pool2d

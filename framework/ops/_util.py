@@ -89,11 +89,8 @@ def normalize_axis(axis: Any, ndim: int, name: str = "axis") -> int:
 
 def expand_reduced(grad: Any, axes: Optional[Tuple[int, ...]], keepdims: bool, shape: tuple) -> Any:
     """The gradient of a reduction, put back at the reduced axes and broadcast to `shape` (a new array)."""
-    xp = array_module(grad)
-    if axes is None or len(axes) == len(shape):
-        return xp.full(shape, grad, grad.dtype)
-    if not keepdims:
+    if not keepdims and axes is not None and len(axes) != len(shape):
         grad = grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
-    out = xp.empty(shape, grad.dtype)
+    out = array_module(grad).empty(shape, grad.dtype)
     out[...] = grad
     return out

@@ -13,7 +13,7 @@ from ._util import operands, shape_of, tensor_arg, unbroadcast
 
 
 def _needs(a: Tensor, b: Any) -> bool:
-    return MODE.enabled and (a._rg or (isinstance(b, Tensor) and b._rg))
+    return (a._rg or (isinstance(b, Tensor) and b._rg)) and MODE.enabled
 
 
 def _inputs(a: Tensor, b: Any) -> tuple:
@@ -213,6 +213,10 @@ def matmul(a: Any, b: Any) -> Tensor:
     return node(out, matmul_backward, (a, b))
 
 
+def _sum_rows(g: Any) -> Any:
+    return np.add.reduce(g, axis=0) if isinstance(g, np.ndarray) else g.sum(axis=0)
+
+
 def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """input @ weight.T + bias in one recorded op; `weight` is (out_features, in_features) as in torch."""
     x, w = input._data, weight._data
@@ -237,6 +241,6 @@ def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tens
             else:
                 gw = g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1])
         if bias is not None and bias._rg:
-            gb = g if g.ndim == 1 else (g.sum(axis=0) if g.ndim == 2 else g.reshape(-1, g.shape[-1]).sum(axis=0))
+            gb = g if g.ndim == 1 else _sum_rows(g if g.ndim == 2 else g.reshape(-1, g.shape[-1]))
         return gx, gw, gb
     return node(out, linear_backward, (input, weight) if bias is None else (input, weight, bias))

@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..device import array_module
+from ..device import array_module, scatter_add
 from ..grad_mode import MODE
 from ..tensor import Tensor, node, view_of, wrap
 from ._util import normalize_axes, normalize_axis, tensor_arg
@@ -170,7 +170,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         if basic:
             full[idx] = g
         else:
-            xp.add.at(full, idx, g)
+            scatter_add(full, idx, g)
         return (full,)
     if basic:
         return view_of(x, out, getitem_backward)
@@ -188,21 +188,24 @@ def gather(x: Tensor, axis: int, index: Any) -> Tensor:
     if any(i > n for d, (i, n) in enumerate(zip(ind.shape, data.shape)) if d != ax):
         raise ValueError(f"gather: index shape {tuple(ind.shape)} is larger than the input shape "
                          f"{tuple(data.shape)} outside axis {ax}")
-    part = tuple(slice(None) if d == ax else slice(0, n) for d, n in enumerate(ind.shape))
+    if ind.size and (int(ind.min()) < 0 or int(ind.max()) >= data.shape[ax]):
+        raise IndexError(f"gather: index values must be in [0, {data.shape[ax]}) along axis {ax}, got "
+                         f"[{int(ind.min())}, {int(ind.max())}]")
     xp = array_module(data)
-    out = xp.take_along_axis(data[part], ind, axis=ax)
+    ind = xp.asarray(ind)
+    where = tuple(ind if d == ax else xp.arange(n).reshape((-1,) + (1,) * (ind.ndim - d - 1))
+                  for d, n in enumerate(ind.shape))
+    out = data[where]
     if not (x._rg and MODE.enabled):
         return wrap(out)
     shape = data.shape
 
     def gather_backward(g: Any) -> tuple:
         full = xp.zeros(shape, g.dtype)
-        if ind.shape[ax] == 1:
-            xp.put_along_axis(full[part], ind, g, axis=ax)
+        if ind.shape[ax] == 1:  # one pick per line along the axis: no repeated index
+            full[where] = g
         else:
-            where = list(np.indices(ind.shape, sparse=True))
-            where[ax] = ind
-            xp.add.at(full, tuple(where), g)
+            scatter_add(full, where, g)
         return (full,)
     return node(out, gather_backward, (x,))
 

@@ -113,7 +113,7 @@ class Optimizer:
         params = group["params"]
         total = sum(p._data.size for p in params)
         xp = array_module(params[0]._data)
-        dtype = params[0]._data.dtype
+        dtype = np.result_type(*[p._data.dtype for p in params])
         flat: Flat = {key: xp.zeros((total,), dtype) for key in self.state_keys(group)}
         flat["step"] = xp.zeros((len(params),), np.float32)
         return flat
@@ -190,7 +190,7 @@ class Optimizer:
                 step = float(steps[0]) + 1
                 steps.fill(step)
                 self._update(group, data, grad, {k: flat[k] for k in self.state_keys(group)}, step,
-                             self._scratch_for(index, data))
+                             self._scratch_for(index, data, data.size))
                 continue
             for p in group["params"]:
                 if p._grad is None:
@@ -198,15 +198,17 @@ class Optimizer:
                 entry = self.state[p]
                 count = entry["step"]
                 count += 1
-                self._update(group, p._data, p._grad._data, entry, float(count),
-                             array_module(p._data).empty_like(p._data))
+                data = p._data
+                scratch = self._scratch_for(index, data, data.size).reshape(data.shape)
+                self._update(group, data, p._grad._data, entry, float(count), scratch)
         return loss
 
-    def _scratch_for(self, index: int, like: Any) -> Any:
+    def _scratch_for(self, index: int, like: Any, size: int) -> Any:
+        """A flat temporary of `size` elements of `like`'s dtype (its memory is kept between steps)."""
         scratch = self._scratch[index]
-        if scratch is None or scratch.shape != like.shape:
-            scratch = self._scratch[index] = array_module(like).empty_like(like)
-        return scratch
+        if scratch is None or scratch.size < size or scratch.dtype != like.dtype:
+            scratch = self._scratch[index] = array_module(like).empty((size,), like.dtype)
+        return scratch[:size] if scratch.size != size else scratch
 
     # ---- state_dict -----------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:

@@ -70,3 +70,12 @@ def hogwild_sgd(rank, model, steps) -> None:
         opt.zero_grad()
         model(F.ones(2, 3)).sum().backward()
         opt.step()
+
+
+def fill_cuda(inbox, outbox) -> None:
+    """Receive a CUDA tensor, fill it on the device, report its device."""
+    t = inbox.get(timeout=TIMEOUT)
+    t.fill_(4.0)
+    import cupy
+    cupy.cuda.Device().synchronize()
+    outbox.put(t.device)

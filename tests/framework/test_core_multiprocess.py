@@ -17,11 +17,11 @@ pytestmark = pytest.mark.timeout(120)
 TIMEOUT = core_workers.TIMEOUT
 
 
-def receive(queue, *children):
+def receive(box, *children):
     """The next message, failing fast (with the exit code) if a child died instead of answering."""
     for _ in range(TIMEOUT * 10):
         try:
-            return queue.get(timeout=0.1)
+            return box.get(timeout=0.1)
         except queue.Empty:
             dead = [c.exitcode for c in children if c.exitcode not in (None, 0)]
             assert not dead, f"child exited with {dead}"

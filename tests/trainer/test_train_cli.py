@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, cli_env, tiny_config, write_config
+from trainer_helpers import BIN, cli_env, tiny_config, write_config
 
 CASES = {
     "unknown key": ({"trainer": {"wrokers": 2}}, [], "config key 'trainer.wrokers': unknown key; allowed here: "),

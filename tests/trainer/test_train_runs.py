@@ -10,7 +10,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
-from conftest import only_run_dir, run_cli, tiny_config, write_config
+from trainer_helpers import only_run_dir, run_cli, tiny_config, write_config
 from framework.checkpoint import load_checkpoint
 
 LEARN = dict(trainer={"total_steps": 80_000, "eval_every_s": 0.3, "eval_episodes": 2}, model={"hidden": [64]},

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import BIN, cli_env, only_run_dir, run_cli, start_cli, tiny_config, write_config
+from trainer_helpers import BIN, cli_env, only_run_dir, run_cli, start_cli, tiny_config, write_config
 from framework.checkpoint import load_checkpoint
 
 LONG = {"total_steps": 10**9, "max_seconds": 120}

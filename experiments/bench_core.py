@@ -1,0 +1,180 @@
+"""Per-step time of small training steps on framework vs PyTorch (CPU, one thread), measured in one run.
+
+Cases (the same models, losses and optimizers on both sides, see torch_core_reference.py):
+  * actor-critic MLP 4-128-(2+1): forward, Categorical log_prob/entropy A2C loss, backward, Adam step;
+    batch 1 and 32 (target: at most 0.5x torch's time per step);
+  * MLP 784-128-10, batch 64: forward, log_softmax + nll_loss, backward, SGD step (target: at most 1.0x).
+framework runs with parameters packed in an arena (the layout A3C/Hogwild workers use: fused optimizer step)
+and, for comparison, unpacked (one array per parameter). A cProfile of the batch-1 actor-critic step shows
+where the remaining time goes.
+
+usage: python experiments/bench_core.py [--steps N]   (writes experiments/results/core.md)
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # one BLAS thread, as the torch side (and each A3C worker)
+
+import argparse  # noqa: E402
+import cProfile  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import pstats  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Callable, Dict, Optional  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import framework as F  # noqa: E402
+from common import TORCH_PYTHON, fmt_ratio, markdown_table, torch_available, write_result  # noqa: E402
+from framework import nn, optim  # noqa: E402
+from framework.distributions import Categorical  # noqa: E402
+from framework.nn import functional as Fn  # noqa: E402
+
+REFERENCE = Path(__file__).resolve().parent / "torch_core_reference.py"
+
+
+class ActorCritic(nn.Module):
+    """Linear(4, 128) + relu, a 2-logit policy head and a value head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(4, 128)
+        self.pi = nn.Linear(128, 2)
+        self.v = nn.Linear(128, 1)
+
+    def forward(self, x: F.Tensor):
+        h = F.relu(self.body(x))
+        return self.pi(h), self.v(h)
+
+
+def actor_critic_step(batch: int, pack: bool) -> Callable[[], None]:
+    F.manual_seed(0)
+    net = ActorCritic()
+    if pack:
+        net.pack_parameters()
+    opt = optim.Adam(net.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    x = F.from_numpy(rng.standard_normal((batch, 4)).astype(np.float32))
+    a = F.from_numpy(rng.integers(0, 2, batch))
+    ret = F.from_numpy(rng.standard_normal(batch).astype(np.float32))
+
+    def step() -> None:
+        logits, v = net(x)
+        dist = Categorical(logits=logits)
+        v = v.squeeze(-1)
+        adv = (ret - v).detach()
+        loss = -(dist.log_prob(a) * adv).mean() + 0.5 * ((ret - v) ** 2).mean() - 0.01 * dist.entropy().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def mlp_step(pack: bool) -> Callable[[], None]:
+    F.manual_seed(0)
+    net = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    if pack:
+        net.pack_parameters()
+    opt = optim.SGD(net.parameters(), lr=0.05)
+    rng = np.random.default_rng(0)
+    x = F.from_numpy(rng.standard_normal((64, 784)).astype(np.float32))
+    y = F.from_numpy(rng.integers(0, 10, 64))
+
+    def step() -> None:
+        opt.zero_grad()
+        Fn.nll_loss(Fn.log_softmax(net(x), axis=1), y).backward()
+        opt.step()
+    return step
+
+
+def per_step(step: Callable[[], None], steps: int, repeats: int = 3) -> float:
+    """Seconds per step: the best of `repeats` timed runs of `steps` steps, after a warm-up."""
+    for _ in range(max(10, steps // 10)):
+        step()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        best = min(best, (time.perf_counter() - start) / steps)
+    return best
+
+
+def torch_times(steps: int) -> Optional[Dict[str, float]]:
+    """The reference's seconds per step by case, or None without torch."""
+    if not torch_available():
+        return None
+    done = subprocess.run([TORCH_PYTHON, str(REFERENCE), str(steps)], capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"torch_core_reference.py failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def profile(step: Callable[[], None], steps: int, top: int = 15) -> str:
+    """cProfile of `steps` steps, the `top` functions by own time (profiling adds overhead per call)."""
+    for _ in range(50):
+        step()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        step()
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).sort_stats("tottime")
+    stats.print_stats(top)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
+    body = [line.replace(str(Path(__file__).resolve().parent.parent) + "/", "") for line in lines[start:] if line]
+    return "\n".join(body)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=2000, help="timed steps per repeat (MLP 784: a quarter)")
+    args = parser.parse_args()
+    cases = [
+        ("actor_critic_b1", "actor-critic 4-128-(2+1), batch 1, Adam", lambda p: actor_critic_step(1, p), args.steps,
+         0.5),
+        ("actor_critic_b32", "actor-critic 4-128-(2+1), batch 32, Adam", lambda p: actor_critic_step(32, p),
+         args.steps, 0.5),
+        ("mlp_784_b64", "MLP 784-128-10, batch 64, SGD", mlp_step, max(args.steps // 4, 50), 1.0),
+    ]
+    ours = {key: (per_step(make(True), steps), per_step(make(False), steps)) for key, _, make, steps, _ in cases}
+    reference = torch_times(args.steps)
+    rows = []
+    for key, label, _, _, target in cases:
+        packed, unpacked = ours[key]
+        theirs = reference[key] if reference else None
+        ratio = fmt_ratio(packed, theirs)
+        verdict = "n/a" if theirs is None else ("yes" if packed / theirs <= target else "no")
+        rows.append([label, f"{packed * 1e6:.0f}", f"{unpacked * 1e6:.0f}",
+                     "n/a" if theirs is None else f"{theirs * 1e6:.0f}", ratio, fmt_ratio(unpacked, theirs),
+                     f"<= {target}x", verdict])
+        print(f"{label}: framework {packed * 1e6:.0f} us/step (arena), {unpacked * 1e6:.0f} us/step (unpacked); "
+              f"torch {'n/a' if theirs is None else f'{theirs * 1e6:.0f} us/step'}; ratio {ratio}")
+    table = markdown_table(["case", "framework, arena (us/step)", "framework, unpacked (us/step)",
+                            "torch (us/step)", "ratio, arena", "ratio, unpacked", "target", "met"], rows)
+    note = ("Time per training step (forward, loss, backward, optimizer step), best of 3 runs after a warm-up, "
+            "one BLAS/OpenMP thread on both sides; torch " + ("measured in the same run with "
+                                                             "`experiments/torch_core_reference.py`." if reference
+                                                             else "not available here (n/a)."))
+    prof = profile(actor_critic_step(1, True), max(args.steps // 2, 200))
+    write_result("core", "Tensor/autograd/optim core: time per training step vs PyTorch", [
+        "## Per-step time", note, "", table,
+        "## Where the time goes (actor-critic, batch 1, arena)",
+        f"cProfile over {max(args.steps // 2, 200)} steps, sorted by own time; the profiler's per-call overhead "
+        "inflates the totals.", "", "```", prof, "```",
+    ])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Helpers for the trainer tests: small configs, and running the real `train`/`evaluate` commands."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+
+def tiny_config(**sections) -> dict:
+    """A config for a few seconds of CartPole with forked workers, no progress bar; sections override keys."""
+    config = {
+        "experiment": "test",
+        "seed": 1,
+        "env": {"id": "CartPole-v1", "envs_per_worker": 4},
+        "model": {"hidden": [32]},
+        "algorithm": {"name": "a3c", "n_steps": 10},
+        "optimizer": {"name": "adam", "lr": 0.003},
+        "trainer": {"workers": 2, "start_method": "fork", "total_steps": 20_000, "max_seconds": 60,
+                    "target_return": None, "checkpoint_every_s": 30, "join_timeout_s": 10},
+        "logging": {"progress": False, "log_every_s": 0.2},
+    }
+    for name, values in sections.items():
+        if isinstance(values, dict):
+            config.setdefault(name, {}).update(values)
+        else:
+            config[name] = values
+    return config
+
+
+def write_config(path: Path, config: dict) -> Path:
+    """Write config as YAML to path; returns path."""
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def cli_env() -> dict:
+    """The environment for CLI subprocesses: this directory importable (faulty_env)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def run_cli(command: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the installed `train`/`evaluate` console script and wait for it."""
+    return subprocess.run([str(BIN / command), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=cli_env())
+
+
+def start_cli(command: str, *args) -> subprocess.Popen:
+    """Start the installed console script without waiting."""
+    return subprocess.Popen([str(BIN / command), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env())
+
+
+def only_run_dir(logdir: Path) -> Path:
+    """The one run directory under logdir."""
+    runs = [p for p in logdir.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
