@@ -93,6 +93,17 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any]) -> None:
                 pass
 
 
+def _entry(npz: Any, key: str, path: Path) -> np.ndarray:
+    """One array of an open npz; CheckpointError when it is a pickled object array (never unpickled)."""
+    try:
+        return npz[key]
+    except ValueError as exc:
+        if "allow_pickle" not in str(exc):
+            raise
+        raise CheckpointError(f"checkpoint '{path}' holds a pickled Python object (entry '{key}'), which is never "
+                              f"loaded: checkpoints hold only numeric arrays and JSON") from None
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """The state saved at path; CheckpointError naming the file if missing, truncated, corrupt or pickled."""
     path = Path(path)
@@ -100,7 +111,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint '{path}' not found")
     try:
         with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+            arrays = {k: _entry(npz, k, path) for k in npz.files}
         skeleton = json.loads(arrays.pop(_META).tobytes().decode())
         if skeleton.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} file")

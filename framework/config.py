@@ -91,8 +91,6 @@ class Field:
         return self.high is not None and x > self.high
 
 
-Schema = Mapping[str, "Field | Schema"]
-
 _INVALID = object()
 _FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -199,6 +197,7 @@ SCHEMA: dict[str, Any] = {
     },
 }
 """The sections every config has; `algorithm` is added from the algorithm's own schema."""
+
 
 def default_config(algorithm: str = "a3c") -> Config:
     """A complete config holding every default."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -17,15 +17,35 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 
 class TensorBoardWriter:
-    """Appends events to a new event file in logdir; steps are the caller's (global env steps)."""
+    """Appends events to a new event file in logdir; steps are the caller's (global env steps).
 
-    def __init__(self, logdir: str | Path, flush_secs: float = 5.0):
+    Events are a by-product of training: when they cannot be written (disk
+    full, directory made read-only) the writer says so once through
+    `on_error`, writes nothing more, and the caller carries on.
+    """
+
+    def __init__(self, logdir: str | Path, flush_secs: float = 5.0, on_error: Callable[[str], None] | None = None):
+        self._logdir = logdir
+        self._on_error = on_error
+        self.failed = False
         self._writer = EventFileWriter(str(logdir), flush_secs=flush_secs)
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        """Run one call of the event writer unless writing already failed; a failure turns the writer off."""
+        if self.failed:
+            return
+        try:
+            action()
+        except OSError as exc:
+            self.failed = True
+            if self._on_error is not None:
+                self._on_error(f"TensorBoard events could not be written in '{self._logdir}' "
+                               f"({exc.strerror or exc}); no more events are logged in this session")
 
     def _write(self, summary: summary_pb2.Summary, step: int, wall_time: float | None = None) -> None:
         event = event_pb2.Event(wall_time=time.time() if wall_time is None else wall_time, step=int(step),
                                 summary=summary)
-        self._writer.add_event(event)
+        self._guard(lambda: self._writer.add_event(event))
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         """One scalar per tag at step."""
@@ -62,8 +82,8 @@ class TensorBoardWriter:
 
     def flush(self) -> None:
         """Write buffered events to disk."""
-        self._writer.flush()
+        self._guard(self._writer.flush)
 
     def close(self) -> None:
         """Flush and close the event file."""
-        self._writer.close()
+        self._guard(self._writer.close)

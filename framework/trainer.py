@@ -75,9 +75,14 @@ def _one_line(exc: Exception) -> str:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write data as JSON to path atomically; on failure (OSError) no temp file is left."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class Trainer:
@@ -189,7 +194,7 @@ class _Monitor:
         self.writer = None
         if self.cfg["logging"]["tensorboard"]:
             from framework.tensorboard_writer import TensorBoardWriter  # tensorboard loads only when used
-            self.writer = TensorBoardWriter(trainer.run_dir)
+            self.writer = TensorBoardWriter(trainer.run_dir, on_error=trainer._say)
         self.seen = np.zeros(stats.workers, dtype=np.int64)
         self.interval_returns: list[np.ndarray] = []
         self.interval_lengths: list[np.ndarray] = []
@@ -232,8 +237,7 @@ class _Monitor:
                 if tcfg["eval_every_s"] > 0 and now - last_eval >= tcfg["eval_every_s"]:
                     self._evaluate(snap)
                     last_eval = now
-                progress.update(snap.total(STEPS), (snap.total(STEPS) - first.total(STEPS)) / max(now - start, 1e-9),
-                                snap.total(UPDATES), self.run_state.mean_return())
+                progress.update(snap.total(STEPS), snap.total(UPDATES), self.run_state.mean_return())
         finally:
             exits = pool.stop(tcfg["join_timeout_s"])
             progress.close()
@@ -250,7 +254,11 @@ class _Monitor:
             summary["evaluation"] = self._evaluate(snap).metrics
         exit_code = 1 if (self.failed or self.checkpoint_failed) else 0
         summary["exit_code"] = exit_code
-        _write_json(self.t.run_dir / "summary.json", summary)
+        try:
+            _write_json(self.t.run_dir / "summary.json", summary)
+        except OSError as exc:
+            self.t._say(f"could not write '{self.t.run_dir / 'summary.json'}': {exc.strerror or exc}")
+            exit_code = summary["exit_code"] = 1
         if self.writer is not None:
             self._write_hparams(summary, snap)
             self.writer.close()

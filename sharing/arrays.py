@@ -30,9 +30,12 @@ def _check_dtype(dtype: np.dtype) -> None:
 
 def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     try:
-        dims = (operator.index(shape),) if not isinstance(shape, Sequence) else tuple(map(operator.index, shape))
+        dims = (operator.index(shape),)
     except TypeError:
-        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+        try:
+            dims = tuple(map(operator.index, shape))
+        except TypeError:
+            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(d < 0 for d in dims):
         raise ValueError(f"shape {dims} has a negative dimension")
     return dims

@@ -7,7 +7,7 @@ it holds a reference per message in a slot of its *board*, a small shared
 segment of ``uint32`` acknowledgements, and puts the board's descriptor, the
 slot and a generation number in the handle. The receiver, once it holds the
 segment, writes the generation into the slot; the lender drops the references
-whose slots hold their generation the next time it lends or allocates. That
+whose slots hold their generation every few lends and before each allocation. That
 costs one store to shared memory per message: no system call, no server
 thread, no round trip.
 
@@ -24,6 +24,7 @@ from . import memfd
 from .storage import Storage
 
 BOARD_SLOTS = 1 << 16
+_REAP_EVERY = 8
 _PEER_BOARDS = 64  # boards of other processes kept mapped (the oldest dropped first)
 
 
@@ -47,7 +48,9 @@ class _Board:
         for slot in done:
             del self.lent[slot]
         self.free.extend(done)
-        self.countdown = max(1, len(self.lent) // 8)  # amortised: O(1) work per lend
+        # Amortised O(1) per lend. Allocation reaps in full, so storages dropped by
+        # the program are not kept waiting for this countdown when memory is asked for.
+        self.countdown = max(_REAP_EVERY, len(self.lent) // _REAP_EVERY)
 
     def lend(self, storage: Storage) -> tuple[int, int]:
         self.countdown -= 1

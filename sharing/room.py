@@ -23,13 +23,13 @@ from .strategies import FILE_SYSTEM
 SHM_DIR = "/dev/shm"
 LIMIT_ENV = "HOGSHARE_SHM_LIMIT_BYTES"
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a Storage freed by the GC inside reserve() calls release()
 _created_bytes = 0  # live storages this process created, counted against LIMIT_ENV
 
 
 def _reset_after_fork() -> None:
     global _lock, _created_bytes
-    _lock = threading.Lock()
+    _lock = threading.RLock()
     _created_bytes = 0
 
 

@@ -24,7 +24,9 @@ class Storage:
 
     ``np.asarray(storage)`` is a ``uint8`` view of all of it that keeps it
     alive. ``nbytes`` is its size, ``strategy`` the sharing strategy it was made
-    with (``file_descriptor`` or ``file_system``).
+    with (``file_descriptor`` or ``file_system``). Made by ``empty_shared`` and
+    ``share_array``, or on receipt; the other attributes are the strategies'
+    bookkeeping.
     """
 
     __slots__ = ("nbytes", "strategy", "token", "fd", "ino", "name", "owner_pid", "created",

@@ -19,8 +19,9 @@ at the end (summary.json), and stops the run at `algorithm.target_accuracy`.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ContextManager, Iterator
 
 import numpy as np
 
@@ -71,6 +72,11 @@ class SharedData:
     lock: Any
 
 
+def _guard(lock: Any) -> ContextManager[Any]:
+    """The lock around an update, or nothing (lock-free)."""
+    return nullcontext() if lock is None else lock
+
+
 def _spec(config: Config) -> datasets.DataSpec:
     return datasets.describe(config["dataset"], config["trainer"]["workers"])
 
@@ -79,15 +85,15 @@ class _Steps:
     """The bookkeeping common to both worker loops: batch order, lr schedule, lock, stats."""
 
     def __init__(self, ctx: WorkerContext, rows: int):
-        self.ctx, self.stats = ctx, ctx.stats
+        self.stats = ctx.stats
         self.algo, self.opt_cfg = ctx.config["algorithm"], ctx.config["optimizer"]
         self.total_steps = ctx.config["trainer"]["total_steps"]
         self.batch = self.algo["batch_size"]
         self.batches = rows // self.batch
         self.rng = np.random.default_rng(ctx.seed)
-        self.lock = ctx.shared.lock
+        self.guard = _guard(ctx.shared.lock)
 
-    def batches_forever(self) -> Any:
+    def batches_forever(self) -> Iterator[tuple[int, int]]:
         """Row ranges [start, stop) of full batches, each epoch in a new random order, until the run stops."""
         while True:
             for b in self.rng.permutation(self.batches):
@@ -125,11 +131,8 @@ def _run_dense(ctx: WorkerContext) -> None:
         lr = steps.lr()
         for group in optimizer.param_groups:
             group["lr"] = lr
-        if steps.lock is None:
+        with steps.guard:
             optimizer.step()
-        else:
-            with steps.lock:
-                optimizer.step()
         steps.finish(value, norm, lr, read_at)
 
 
@@ -153,11 +156,8 @@ def sparse_step(w: np.ndarray, batch: datasets.Sparse, degrees: np.ndarray, l2: 
     loss, norm = float(np.maximum(1.0 - margins, 0.0).mean()), float(np.sqrt(np.dot(g, g)))
     if np.isfinite(loss) and np.isfinite(norm):
         g *= lr / len(batch)
-        if lock is None:
+        with _guard(lock):
             np.subtract.at(w, idx, g)
-        else:
-            with lock:
-                np.subtract.at(w, idx, g)
     return loss, norm
 
 
@@ -170,7 +170,7 @@ def _run_sparse(ctx: WorkerContext) -> None:
     for start, stop in steps.batches_forever():
         read_at = ctx.stats.global_updates()
         lr = steps.lr()
-        loss, norm = sparse_step(w, data.rows(start, stop), shared.degrees, steps.algo["l2"], lr, steps.lock)
+        loss, norm = sparse_step(w, data.rows(start, stop), shared.degrees, steps.algo["l2"], lr, ctx.shared.lock)
         if np.isfinite(loss) and np.isfinite(norm):
             steps.finish(loss, norm, lr, read_at)
         else:

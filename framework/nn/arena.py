@@ -172,6 +172,7 @@ class ParameterArena:
         if isinstance(data, np.ndarray) and data.size and not _is_shared(data):
             import sharing
             storage.move(self._anchor, sharing.share_array)
+        if self.data.size and _is_shared(self.data):
             _SHARED[(device_of(self.data), _address(self.data), int(self.data.nbytes), tuple(self.shapes))] = self
         return self
 

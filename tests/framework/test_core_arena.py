@@ -145,3 +145,17 @@ def test_mixed_dtypes_cannot_share_an_arena():
 def test_empty_module_packs_and_shares():
     empty = nn.ReLU()
     assert empty.share_memory().arena.numel == 0
+
+
+def test_a_dropped_shared_model_frees_its_shared_memory_at_once():
+    import weakref
+
+    import sharing
+    net = make_net().share_memory()
+    opt = F.optim.Adam(net.parameters()).share_memory()
+    net(F.ones(1, 3)).sum().backward()
+    opt.step()
+    arrays = [net.arena.data] + [a for entry in opt.state.values() for a in entry.values()]
+    segments = [weakref.ref(sharing.storage_of(a)) for a in arrays]
+    del net, opt, arrays  # reference counting alone (no cycle collection) must release every segment
+    assert all(ref() is None for ref in segments)

@@ -150,3 +150,18 @@ def test_integer_index_gives_zero_dim_view():
     x = F.tensor([1.0, 2.0], requires_grad=True)
     x[1].backward()
     assert x.grad.numpy().tolist() == [0.0, 1.0]
+
+
+def test_set_grad_enabled_as_decorator():
+    @F.set_grad_enabled(False)
+    def frozen(t):
+        return t * 2
+    assert F.is_grad_enabled()
+    x = F.ones(1, requires_grad=True)
+    assert not frozen(x).requires_grad and F.is_grad_enabled()
+
+    @F.enable_grad()
+    def recorded(t):
+        return t * 2
+    with F.no_grad():
+        assert recorded(x).requires_grad

@@ -251,3 +251,24 @@ def test_index_errors_name_the_shape():
         F.zeros(2, 3) @ F.zeros(2, 3)
     with pytest.raises(ValueError, match="differ outside axis"):
         F.cat([F.zeros(2, 3), F.zeros(2, 2)], axis=0)
+
+
+def test_function_forms_and_index_reductions():
+    t = F.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    assert F.add(2.0, t).numpy()[0, 0] == 5.0 and F.sub(t, 1).numpy()[1, 1] == 4.0
+    assert F.mul(t, t).numpy()[1, 2] == 16.0 and F.div(t, 2).numpy()[0, 0] == 1.5
+    assert F.neg(t).numpy()[0, 0] == -3.0 and F.pow(t, 3).numpy()[1, 1] == 125.0
+    assert F.matmul(t, F.ones(3)).numpy().tolist() == [6.0, 9.0]
+    assert F.argmax(t, axis=1).numpy().tolist() == [0, 1] and t.argmax().item() == 4
+    assert F.argmin(t, axis=0).numpy().tolist() == [1, 0, 0] and t.argmin(axis=1, keepdims=True).shape == (2, 1)
+    assert F.squeeze(F.zeros(1, 2, 1), axis=0).shape == (2, 1) and F.zeros(1, 2, 1).squeeze(axis=1).shape == (1, 2, 1)
+    assert F.logsumexp(F.tensor([1000.0, 1000.0]), axis=0).item() == pytest.approx(1000 + np.log(2))
+    assert F.logsumexp(F.tensor([-np.inf, -np.inf]), axis=0).item() == -np.inf
+    assert F.softmax(F.tensor([1000.0, 0.0]), axis=0).numpy().tolist() == [1.0, 0.0]
+    assert F.sum(F.tensor(2.0), axis=0).item() == 2.0 and F.mean(F.tensor([1.0, 3.0])).item() == 2.0
+    with pytest.raises(TypeError, match="floating point tensor"):
+        F.mean(F.tensor([1, 2]))
+    with pytest.raises(TypeError, match="bool tensor"):
+        F.where(F.tensor([1, 0]), F.ones(2), F.zeros(2))
+    with pytest.raises(IndexError, match=r"in \[0, 3\)"):
+        F.gather(F.zeros(2, 3), 1, F.tensor([[3], [0]]))

@@ -318,7 +318,7 @@ def wait_for_file(path: Path, timeout: float = 60) -> Path:
 
 def wait_for_run_dir(logdir: Path, timeout: float = 60) -> Path:
     """The run directory train makes in logdir, once it exists."""
-    wait_until(lambda: any(p.is_dir() for p in logdir.iterdir()), timeout)
+    wait_until(lambda: logdir.is_dir() and any(p.is_dir() for p in logdir.iterdir()), timeout)
     return only_run_dir(logdir)
 
 
@@ -348,9 +348,9 @@ def mount_tmpfs(mountpoint: Path, size: str) -> None:
                    capture_output=True)
 
 
-def remount_read_only(mountpoint: Path) -> None:
-    """Make a mounted tmpfs read-only."""
-    subprocess.run(["mount", "-o", "remount,ro", str(mountpoint)], check=True, capture_output=True)
+def remount(mountpoint: Path, mode: str) -> None:
+    """Remount a mounted filesystem read-only ("ro") or read-write ("rw")."""
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(mountpoint)], check=True, capture_output=True)
 
 
 def unmount(mountpoint: Path) -> None:

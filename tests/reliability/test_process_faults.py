@@ -1,18 +1,21 @@
 """Faults in the processes of a run (faults 1-5): killed workers, a killed main process, stop signals,
-environments that raise, non-finite updates. Each runs the real `train` CLI in a subprocess."""
+environments that raise, non-finite updates. Each runs the real `train` CLI (or a program using
+`sharing.spawn`) in a subprocess."""
 import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from framework.checkpoint import load_checkpoint
-from reliability_support import (GRACE_ENV, Train, cmdline, fast_config, group_names, mapped_groups, only_run_dir,
-                                 run_cli, still_alive, wait_for_file, wait_for_run_dir, wait_until, worker_pids,
-                                 write_config)
+from reliability_support import (GRACE_ENV, HERE, Train, cmdline, fast_config, group_names, is_alive, mapped_groups,
+                                 only_run_dir, run_cli, still_alive, wait_for_file, wait_for_run_dir, wait_until,
+                                 worker_pids, write_config)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -102,6 +105,22 @@ def test_killed_main_process_leaves_no_worker_and_no_segment(watch, tmp_path, lo
     assert wait_until(lambda: not group_names(group), 1.0 + 10), group_names(group)
     assert still_alive(managers, 10) == []
     assert list(watch.tmpdir.glob("hogshare-*")) == []
+
+
+@pytest.mark.fault("2", "SIGKILL of a program that started two children with `sharing.spawn` (fork, spawn and "
+                        "forkserver)",
+                   "both children exit within 5 s, and so does the fork server")
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
+def test_children_of_sharing_spawn_die_with_their_killed_parent(watch, start_method):
+    program = subprocess.Popen([sys.executable, str(HERE / "programs.py"), "spawn_and_wait", start_method],
+                               stdout=subprocess.PIPE, text=True, env=watch.env())
+    children = json.loads(program.stdout.readline())["children"]
+    program.stdout.close()
+    assert all(is_alive(c) for c in children)
+    program.kill()
+    program.wait(30)
+    assert still_alive(children, 5) == []
+    assert still_alive(watch.tagged(), 5) == []
 
 
 @pytest.mark.fault("3", "SIGTERM to the main process (forkserver workers, file_system strategy)",

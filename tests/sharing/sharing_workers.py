@@ -117,3 +117,14 @@ def hold_received(inbox, ready) -> None:
     arrays = [inbox.get(), sharing.share_array(np.ones(10))]
     ready.put(os.getpid())
     sleep_forever()
+
+
+def send_inherited_after_parent_released(a: np.ndarray, released, outbox) -> None:
+    """Fork child: wait until the parent dropped its array, then try to send the inherited one."""
+    released.wait(30)
+    try:
+        outbox.put(a)
+        outbox.close()
+        outbox.join_thread()
+    except RuntimeError as e:
+        outbox.put(str(e))

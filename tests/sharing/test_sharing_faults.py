@@ -42,6 +42,7 @@ def test_empty_shared_is_zero_filled_with_the_asked_layout(strategy):
     a = sharing.empty_shared((3, 4), np.int16, order="F")
     assert a.shape == (3, 4) and a.dtype == np.int16 and a.flags.f_contiguous and not a.any()
     assert sharing.empty_shared(np.int64(5)).shape == (5,)
+    assert sharing.empty_shared(np.array([2, 3])).shape == (2, 3)
 
 
 def test_share_array_copies_and_keeps_fortran_order(strategy):

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import sharing
 from sharing import storage_of
-from sharing_workers import add_one, echo, fork_send_inherited, fork_write, sum_received, write_through_views
+from sharing_workers import (add_one, echo, fork_send_inherited, fork_write, send_inherited_after_parent_released,
+                             sum_received, write_through_views)
 
 TIMEOUT = 60
 
@@ -112,6 +113,51 @@ def test_fork_child_can_send_an_inherited_array(strategy):
     child.join(TIMEOUT)
     assert storage_of(received) is storage_of(a)
     np.testing.assert_array_equal(received, [1, 2, 3, 4])
+
+
+def test_fork_child_cannot_send_what_its_parent_already_released(monkeypatch):
+    monkeypatch.setattr(sharing.strategies, "_current", "file_system")
+    ctx = sharing.get_context("fork")
+    outbox, released = ctx.SimpleQueue(), ctx.Event()
+    a = sharing.share_array(np.ones(3))
+    child = ctx.Process(target=send_inherited_after_parent_released, args=(a, released, outbox))
+    child.start()
+    del a                                          # the parent's name for the segment goes
+    gc.collect()
+    released.set()
+    message = outbox.get()
+    child.join(TIMEOUT)
+    assert "the parent already released its segment" in message
+
+
+def test_drop_in_for_multiprocessing():
+    import multiprocessing
+    assert set(multiprocessing.__all__) <= set(sharing.__all__)
+    assert sharing.Process is multiprocessing.Process and sharing.connection is multiprocessing.connection
+    assert sharing.get_start_method() == multiprocessing.get_start_method()
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        sharing.nonexistent
+
+
+def test_plain_multiprocessing_queues_carry_handles_too(strategy):
+    import multiprocessing
+    x = sharing.share_array(np.zeros(3))
+    q = multiprocessing.get_context("spawn").SimpleQueue()
+    q.put(x[1:])
+    got = q.get()
+    got[0] = 4
+    assert x[1] == 4
+
+
+@pytest.mark.timeout(60)
+def test_manager_proxies_carry_handles(strategy):
+    x = sharing.share_array(np.zeros(3))
+    with sharing.get_context("fork").Manager() as manager:
+        shared_list = manager.list()
+        shared_list.append(x)
+        got = shared_list[0]                       # a round trip through the manager process
+    got[2] = 9
+    assert x[2] == 9 and storage_of(got) is storage_of(x)
 
 
 def test_round_trip_in_one_process_keeps_identity(strategy):

@@ -18,7 +18,7 @@ import pytest
 
 import sharing
 from conftest import group_names
-from sharing import manager_client
+from sharing import lending, manager_client, memfd
 from sharing_workers import hold_forever, send_and_exit, sum_received
 
 PROGRAMS = Path(__file__).with_name("sharing_programs.py")
@@ -180,3 +180,41 @@ def test_sigkill_of_every_file_system_process_leaves_nothing(fresh_group_env):
 def test_raising_the_descriptor_limit_keeps_the_hard_limit():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert soft == hard or hard == resource.RLIM_INFINITY
+
+
+def test_lent_storages_are_released_once_received():
+    q = sharing.SimpleQueue()
+    for _ in range(3):
+        q.put(sharing.share_array(np.ones(100)))   # dropped by the sender at once
+        q.get()
+    lending.reap()
+    assert lending.lent_count() == 0
+    q.put(sharing.share_array(np.ones(100)))       # never received: held
+    lending.reap()
+    assert lending.lent_count() == 1
+    q.get()
+    lending.reap()
+    assert lending.lent_count() == 0
+
+
+def test_lending_past_the_board_holds_storages_until_exit(monkeypatch):
+    monkeypatch.setattr(lending, "BOARD_SLOTS", 2)
+    monkeypatch.setattr(lending, "_board", None)
+    storages = [sharing.storage_of(sharing.empty_shared(4)) for _ in range(3)]
+    slots = [lending.lend(s)[2] for s in storages]
+    assert slots[:2] != [-1, -1] and slots[2] == -1 and lending.lent_count() == 3
+    lending.acknowledge(os.getpid(), 0, 0, -1, 0)  # nothing to acknowledge for an overflow message
+
+
+def test_a_recycled_descriptor_is_not_mistaken_for_the_segment():
+    storage = sharing.storage_of(sharing.empty_shared(8))
+    with pytest.raises(RuntimeError, match="now names another file"):
+        memfd.open_segment(b"t" * 16, 8, os.getpid(), storage.fd, storage.ino + 1)
+    with pytest.raises(RuntimeError, match="no longer available: the sender exited"):
+        memfd.open_segment(b"t" * 16, 8, os.getpid(), 99999, storage.ino)
+
+
+def test_manager_grace_must_be_a_number(monkeypatch):
+    monkeypatch.setenv(manager_client.GRACE_ENV, "soon")
+    with pytest.raises(ValueError, match="HOGSHARE_SHM_MANAGER_GRACE_S='soon'"):
+        manager_client._grace_s()

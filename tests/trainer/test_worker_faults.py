@@ -4,6 +4,7 @@ import json
 import re
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
@@ -203,11 +204,18 @@ def test_checkpoint_write_failure_keeps_previous_checkpoint(logdir):
     load_checkpoint(checkpoint)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "other model"])
-def test_bad_checkpoint_on_resume_is_refused_and_left_alone(logdir, damage):
-    config = write_config(logdir.parent / "c.yaml", tiny_config(trainer={"total_steps": 2000}))
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A short finished run, copied by each test that damages it."""
+    logdir = tmp_path_factory.mktemp("finished")
+    config = write_config(logdir.parent / "finished.yaml", tiny_config(trainer={"total_steps": 2000}))
     assert run_cli("train", "--config", config, "--logdir", logdir).returncode == 0
-    run_dir = only_run_dir(logdir)
+    return only_run_dir(logdir)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "other model"])
+def test_bad_checkpoint_on_resume_is_refused_and_left_alone(finished_run, tmp_path, damage):
+    run_dir = shutil.copytree(finished_run, tmp_path / finished_run.name)
     checkpoint = run_dir / "checkpoints" / "checkpoint.npz"
     data = checkpoint.read_bytes()
     overrides = []

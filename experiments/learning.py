@@ -1,0 +1,164 @@
+"""Learning results of the classic-control A3C configs: each for a fixed budget, with several seeds.
+
+Runs `train` on configs/a3c.yaml (CartPole-v1), a3c_acrobot.yaml,
+a3c_lunarlander.yaml (only when the box2d extra is installed) and
+a3c_pendulum.yaml, one run at a time, each seed for at most its budget of
+wall seconds (or the config's total_steps). A run stops early once the mean of
+its last 100 episode returns reaches the target, unless --full-budget is given.
+Writes experiments/results/learning.md (per environment: the final mean
+return over the last 100 episodes, mean ± std over seeds, wall time, env
+steps, seconds to the target) and learning.png (the curves).
+
+usage: python experiments/learning.py [--seeds 3] [--cartpole-seconds 60] [--acrobot-seconds 60]
+           [--lunarlander-seconds 120] [--pendulum-seconds 120] [--full-budget]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from common import REPO, RESULTS, markdown_table, write_result
+
+TRAIN = "import sys; from framework.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    env_id: str
+    config: str
+    target: float
+    seconds: float
+    needs: str | None = None  # a module that must be importable (an optional extra)
+
+
+TASKS = (
+    Task("cartpole", "CartPole-v1", "a3c.yaml", 475, 60),
+    Task("acrobot", "Acrobot-v1", "a3c_acrobot.yaml", -100, 60),
+    Task("lunarlander", "LunarLander-v3", "a3c_lunarlander.yaml", 200, 120, needs="Box2D"),
+    Task("pendulum", "Pendulum-v1", "a3c_pendulum.yaml", -200, 120),
+)
+
+
+def run(task: Task, seed: int, seconds: float, full_budget: bool, logdir: Path) -> dict:
+    """One training run; its summary and its curve of (seconds since start, mean of the last 100 returns)."""
+    sets = [f"seed={seed}", f"trainer.max_seconds={seconds}", "logging.progress=false", "logging.log_every_s=1"]
+    if full_budget:
+        sets.append("trainer.target_return=null")
+    args = ["--config", str(REPO / "configs" / task.config), "--logdir", str(logdir)]
+    for item in sets:
+        args += ["--set", item]
+    done = subprocess.run([sys.executable, "-c", TRAIN, *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=seconds + 300)
+    if done.returncode != 0:
+        raise RuntimeError(f"train {task.config} seed {seed} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    (run_dir,) = [p for p in logdir.iterdir() if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    events = acc.Scalars("episode/return_window_mean") if "episode/return_window_mean" in acc.Tags()["scalars"] else []
+    return {"summary": summary, "curve": [(e.wall_time - summary["started_at"], e.value) for e in events]}
+
+
+def reached_at(result: dict, target: float) -> float | None:
+    """Seconds until the mean of the last 100 returns first reached the target (from the curve when the
+    run did not stop there), or None."""
+    solved = result["summary"]["solved_at_seconds"]
+    if solved is not None:
+        return solved
+    return next((t for t, value in result["curve"] if value >= target), None)
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    std = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.1f} ± {std:.1f}"
+
+
+def row(task: Task, runs: list[dict]) -> list[str]:
+    summaries = [r["summary"] for r in runs]
+    finals = [s["mean_return"] for s in summaries if s["mean_return"] is not None]
+    solved = [t for t in (reached_at(r, task.target) for r in runs) if t is not None]
+    verdict = "met" if finals and statistics.mean(finals) >= task.target else "not met"
+    return [task.env_id, f">= {task.target:g}", mean_std(finals), verdict, f"{len(solved)} of {len(runs)}",
+            mean_std(solved) + (" s" if solved else ""), mean_std([s["wall_seconds"] for s in summaries]) + " s",
+            f"{statistics.mean(s['env_steps'] for s in summaries):,.0f}",
+            f"{statistics.mean(s['steps_per_second'] for s in summaries):,.0f}"]
+
+
+def plot(results: dict[Task, list[dict]], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), squeeze=False)
+    for ax, (task, runs) in zip(axes[0], results.items()):
+        for seed, r in enumerate(runs):
+            if r["curve"]:
+                xs, ys = zip(*r["curve"])
+                ax.plot(xs, ys, label=f"seed {seed}")
+        ax.axhline(task.target, color="gray", linestyle="--", linewidth=1, label=f"target {task.target:g}")
+        ax.set_title(task.env_id)
+        ax.set_xlabel("wall seconds")
+        ax.set_ylabel("mean return, last 100 episodes")
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3, help="runs per environment, seeds 0..N-1 (default 3)")
+    for task in TASKS:
+        parser.add_argument(f"--{task.name}-seconds", type=float, default=task.seconds,
+                            help=f"wall-second budget of each {task.env_id} run (default {task.seconds:g})")
+    parser.add_argument("--full-budget", action="store_true",
+                        help="run every budget to the end instead of stopping at the target")
+    args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error(f"argument --seeds: got {args.seeds}; allowed: an integer >= 1")
+    results: dict[Task, list[dict]] = {}
+    skipped = []
+    for task in TASKS:
+        if task.needs and importlib.util.find_spec(task.needs) is None:
+            skipped.append(task)
+            continue
+        seconds = getattr(args, f"{task.name}_seconds")
+        results[task] = []
+        for seed in range(args.seeds):
+            with tempfile.TemporaryDirectory() as logdir:
+                results[task].append(run(task, seed, seconds, args.full_budget, Path(logdir)))
+            s = results[task][-1]["summary"]
+            print(f"{task.env_id} seed {seed}: mean return {s['mean_return']}, {s['env_steps']} steps in "
+                  f"{s['wall_seconds']:.0f} s ({s['stop_reason']})", flush=True)
+    plot(results, RESULTS / "learning.png")
+    table = markdown_table(["environment", "target", "final mean return (last 100 episodes)", "target",
+                            "seeds reaching it", "seconds to reach it", "wall time", "env steps", "env steps/s"],
+                           [row(task, runs) for task, runs in results.items()])
+    budgets = ", ".join(f"{t.env_id} {getattr(args, f'{t.name}_seconds'):g} s" for t in results)
+    notes = [f"Budgets per run: {budgets}; {args.seeds} seeds each, 2 workers, one run at a time. "
+             + ("Every run used its whole budget." if args.full_budget else
+                "A run stops as soon as the mean of its last 100 episode returns reaches the target, so the "
+                "final mean return of a run that reached it is about the target."),
+             "Final mean return: the mean of the last 100 episode returns when the run ended, as mean ± std "
+             "over seeds; the verdict compares the mean over seeds with the target.",
+             "![learning curves](learning.png)"]
+    if skipped:
+        notes.append("Not run (optional extra not installed): "
+                     + ", ".join(f"{t.env_id} (pip install -e '.[box2d]')" for t in skipped) + ".")
+    path = write_result("learning", "A3C learning results on classic control", [table, *notes])
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()

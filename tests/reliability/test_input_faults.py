@@ -1,0 +1,194 @@
+"""Bad files and arguments (faults 9 and 10) and untrusted input that must never be unpickled: damaged
+checkpoints on `--resume`, broken configs, a checkpoint carrying a pickle, a YAML file with a Python tag."""
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from framework.checkpoint import load_checkpoint
+from reliability_support import Watch, fast_config, only_run_dir, run_cli, write_config
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A short finished run, copied by each test that damages it."""
+    tmp = tmp_path_factory.mktemp("finished")
+    watch = Watch(tmp)
+    config = write_config(tmp / "c.yaml", fast_config(trainer={"total_steps": 2000}))
+    done = run_cli(watch, "--config", config, "--logdir", tmp / "runs")
+    assert done.returncode == 0, done.stderr
+    assert not watch.leftovers()
+    return only_run_dir(tmp / "runs")
+
+
+@pytest.fixture
+def run_dir(finished_run, tmp_path):
+    return shutil.copytree(finished_run, tmp_path / finished_run.name)
+
+
+def _snapshot(directory) -> dict[str, bytes]:
+    """Every file under directory with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _assert_one_line_error(done, command: str = "train") -> str:
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"{command}: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stderr.strip()
+
+
+def _truncate(data: bytes) -> bytes:
+    return data[: len(data) // 3]
+
+
+def _garbage(data: bytes) -> bytes:
+    return os.urandom(len(data))
+
+
+def _flip_a_byte(data: bytes) -> bytes:
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1:]
+
+
+def _empty(data: bytes) -> bytes:
+    return b""
+
+
+@pytest.mark.fault("9", "`--resume` with a damaged checkpoint: truncated to a third, random bytes, one byte "
+                        "flipped, empty",
+                   "exit 2, one line naming the checkpoint file and saying it is truncated or corrupt, no "
+                   "traceback; every file of the run directory byte-identical afterwards; `evaluate` refuses it too")
+@pytest.mark.parametrize("damage", [_truncate, _garbage, _flip_a_byte, _empty], ids=lambda f: f.__name__[1:])
+def test_damaged_checkpoint_is_refused_and_nothing_is_overwritten(watch, run_dir, damage):
+    checkpoint = run_dir / "checkpoints" / "checkpoint.npz"
+    checkpoint.write_bytes(damage(checkpoint.read_bytes()))
+    before = _snapshot(run_dir)
+    for command, args in (("train", ["--resume", run_dir]), ("evaluate", ["--run", run_dir])):
+        message = _assert_one_line_error(run_cli(watch, *args, command=command), command)
+        assert message.startswith(f"{command}: error: checkpoint '{checkpoint}' is truncated or corrupt and cannot "
+                                  f"be loaded ("), message
+    assert _snapshot(run_dir) == before
+
+
+@pytest.mark.fault("9", "`--resume` with the checkpoint missing, or with `--set model.hidden=[64]` so that it no "
+                        "longer fits the model",
+                   "exit 2, one line naming the checkpoint file and the problem (not found; size mismatch of a "
+                   "named parameter); every file of the run directory byte-identical afterwards")
+@pytest.mark.parametrize("case", ["missing", "other model"])
+def test_missing_or_misfitting_checkpoint_is_refused(watch, run_dir, case):
+    checkpoint = run_dir / "checkpoints" / "checkpoint.npz"
+    overrides = []
+    if case == "missing":
+        checkpoint.unlink()
+        expected = f"train: error: checkpoint '{checkpoint}' not found"
+    else:
+        overrides = ["--set", "model.hidden=[64]"]
+        expected = (f"train: error: checkpoint '{checkpoint}' does not fit the model of this config: Error(s) in "
+                    f"loading state_dict for ActorCritic: size mismatch for body.0.weight")
+    before = _snapshot(run_dir)
+    message = _assert_one_line_error(run_cli(watch, "--resume", run_dir, *overrides))
+    assert message.startswith(expected), message
+    assert _snapshot(run_dir) == before
+
+
+CONFIG_FAULTS = {
+    "malformed YAML": ("trainer: {workers: 2\nseed: 1\n", [],
+                       r"train: error: config file '{path}' at line \d+, column \d+: malformed YAML"),
+    "unknown key": ("trainer: {wrokers: 2}\n", [],
+                    r"train: error: config key 'trainer\.wrokers': unknown key; allowed here: workers, "),
+    "wrong type": ("trainer: {workers: two}\n", [],
+                   r"train: error: config key 'trainer\.workers': got 'two'; allowed: an integer >= 1"),
+    "out of range": ("algorithm: {gamma: 1.5}\n", [],
+                     r"train: error: config key 'algorithm\.gamma': got 1\.5; allowed: a number >= 0 and <= 1$"),
+    "override out of range": ("seed: 1\n", ["--set", "trainer.workers=0"],
+                              r"train: error: config key 'trainer\.workers': got 0; allowed: an integer >= 1"),
+    "override without value": ("seed: 1\n", ["--set", "trainer.workers"],
+                               r"train: error: --set 'trainer\.workers': not of the form key\.path=value"),
+    "not a mapping": ("- CartPole-v1\n", [], r"train: error: config: got \['CartPole-v1'\]; allowed: a mapping"),
+    "missing file": (None, [], r"train: error: config file '{path}': not found; allowed: a path to a YAML file"),
+}
+
+
+@pytest.mark.fault("10", "config faults through `train --config`: malformed YAML, unknown key, wrong type, "
+                         "out-of-range value (in the file and via `--set`), `--set` without a value, a list instead "
+                         "of a mapping, a missing file",
+                   "exit 2, exactly one line naming the key path (or the file) with the value given and what is "
+                   "allowed; no traceback; no run directory made")
+@pytest.mark.parametrize("case", list(CONFIG_FAULTS))
+def test_config_fault_exits_2_with_one_line(watch, tmp_path, logdir, case):
+    text, extra, pattern = CONFIG_FAULTS[case]
+    path = tmp_path / "bad.yaml"
+    if text is not None:
+        path.write_text(text)
+    message = _assert_one_line_error(run_cli(watch, "--config", path, "--logdir", logdir, *extra))
+    assert re.match(pattern.replace("{path}", re.escape(str(path))), message), message
+    assert os.listdir(logdir) == []
+
+
+class _Payload:
+    """Unpickling this creates a directory: the proof that a pickle was loaded."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+@pytest.mark.fault("S", "a checkpoint `.npz` carrying a pickled object array whose unpickling would run code "
+                        "(`os.mkdir`), on `train --resume` and `evaluate`",
+                   "exit 2, one line naming the file and the pickled entry; the payload never runs (it does with "
+                   "`allow_pickle=True`, the control); the run directory is unchanged")
+def test_checkpoint_carrying_a_pickle_is_refused_unopened(watch, run_dir, tmp_path):
+    checkpoint = run_dir / "checkpoints" / "checkpoint.npz"
+    marker = tmp_path / "payload-ran"
+    with np.load(checkpoint, allow_pickle=False) as npz:
+        entries = {k: npz[k] for k in npz.files}
+    payload = np.empty(1, dtype=object)
+    payload[0] = _Payload(marker)
+    with open(checkpoint, "wb") as f:
+        np.savez(f, **entries, evil=payload)
+    before = _snapshot(run_dir)
+    for command, args in (("train", ["--resume", run_dir]), ("evaluate", ["--run", run_dir])):
+        message = _assert_one_line_error(run_cli(watch, *args, command=command), command)
+        assert message.startswith(f"{command}: error: checkpoint '{checkpoint}' holds a pickled Python object "
+                                  f"(entry 'evil')"), message
+    with pytest.raises(Exception, match="pickled Python object"):
+        load_checkpoint(checkpoint)
+    assert not marker.exists() and _snapshot(run_dir) == before
+    with np.load(checkpoint, allow_pickle=True) as npz:  # the control: this file does run code when unpickled
+        npz["evil"]
+    assert marker.is_dir()
+
+
+@pytest.mark.fault("S", "YAML with a `!!python/object/apply:os.mkdir` tag: as `--config`, as a `--set` value, and "
+                        "in a run directory's config.yaml on `--resume`",
+                   "exit 2, one line naming the file (or the --set argument) and saying Python tags are refused; "
+                   "the tag never runs (it does with `yaml.unsafe_load`, the control)")
+def test_yaml_with_a_python_tag_is_refused_unconstructed(watch, tmp_path, logdir, run_dir):
+    marker = tmp_path / "tag-ran"
+    tagged = f"seed: !!python/object/apply:os.mkdir ['{marker}']\n"
+    config = tmp_path / "tagged.yaml"
+    config.write_text(tagged)
+    message = _assert_one_line_error(run_cli(watch, "--config", config, "--logdir", logdir))
+    assert re.match(rf"train: error: config file '{re.escape(str(config))}' at line 1: could not determine a "
+                    rf"constructor for the tag 'tag:yaml\.org,2002:python/object/apply:os\.mkdir'; allowed: plain "
+                    rf"YAML values \(Python tags are refused\)$", message), message
+    plain = write_config(tmp_path / "plain.yaml", fast_config())
+    override = f"seed=!!python/object/apply:os.mkdir ['{marker}']"
+    message = _assert_one_line_error(run_cli(watch, "--config", plain, "--logdir", logdir, "--set", override))
+    assert message.startswith(f"train: error: --set {override!r}: value "), message
+    resumed_config = run_dir / "config.yaml"
+    resumed_config.write_text(resumed_config.read_text() + tagged.replace("seed", "experiment"))
+    message = _assert_one_line_error(run_cli(watch, "--resume", run_dir))
+    assert message.startswith(f"train: error: config file '{resumed_config}' at line "), message
+    assert "(Python tags are refused)" in message
+    assert not marker.exists() and os.listdir(logdir) == []
+    yaml.unsafe_load(tagged)  # the control: this text does run code when constructed unsafely
+    assert marker.is_dir()

@@ -1,0 +1,142 @@
+"""Running out of a resource (faults 6-8): shared memory too small for the model, a low `ulimit -n`, a disk
+that fills up or turns read-only while a run checkpoints."""
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from framework import algorithms
+from framework.checkpoint import load_checkpoint
+from framework.config import validate
+from reliability_support import (HERE, Train, can_mount, fast_config, fill, in_private_tmpfs, only_run_dir,
+                                 remount, run_cli, wait_for_file, wait_for_run_dir, wait_until,
+                                 write_config)
+
+pytestmark = pytest.mark.timeout(180)
+BIG_MODEL = {"hidden": [1024, 1024]}  # about 4.2 MiB of float32 parameters
+SHM_TOO_SMALL = "1m"
+
+
+def _low_descriptor_limit(n: int):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return apply
+
+
+@pytest.mark.fault("6", "/dev/shm too small for the model: a private 1 MiB tmpfs mounted over /dev/shm "
+                        "(file_system strategy), a 4 MiB model",
+                   "exit 1 before any worker starts: one line naming the strategy, the bytes asked for and the "
+                   "room left in /dev/shm; no traceback; no event file, checkpoint or summary written")
+def test_dev_shm_too_small_is_a_clear_error_before_any_worker(watch, tmp_path, logdir):
+    if not can_mount():
+        pytest.skip("shrinking /dev/shm in a private mount namespace needs root with CAP_SYS_ADMIN")
+    config = write_config(tmp_path / "c.yaml", fast_config(model=BIG_MODEL, trainer={"sharing_strategy": "file_system"}))
+    run = Train(watch, "--config", config, "--logdir", logdir, prefix=in_private_tmpfs("/dev/shm", SHM_TOO_SMALL))
+    assert run.finish() == 1, run.stderr
+    _assert_no_room_error(run.stderr, "file_system", r"only .* left in /dev/shm")
+    assert set(os.listdir(only_run_dir(logdir))) <= {"config.yaml"}  # no events, checkpoint or summary
+
+
+@pytest.mark.fault("6", "memory too small for the model: `HOGSHARE_SHM_LIMIT_BYTES=1048576` (the sharing "
+                        "package's documented allocation bound), file_descriptor strategy, a 4 MiB model",
+                   "exit 1 before any worker starts: one line naming the strategy, the bytes asked for and the "
+                   "bound; no traceback; no event file, checkpoint or summary written")
+def test_memory_too_small_is_a_clear_error_before_any_worker(watch, tmp_path, logdir):
+    config = write_config(tmp_path / "c.yaml", fast_config(model=BIG_MODEL))
+    run = Train(watch, "--config", config, "--logdir", logdir,
+                env=watch.env(HOGSHARE_SHM_LIMIT_BYTES=str(1 << 20)))
+    assert run.finish() == 1, run.stderr
+    _assert_no_room_error(run.stderr, "file_descriptor", r"only 1\.0 MiB \(1048576 bytes\) left under "
+                                                         r"HOGSHARE_SHM_LIMIT_BYTES=1048576")
+    assert set(os.listdir(only_run_dir(logdir))) <= {"config.yaml"}  # no events, checkpoint or summary
+
+
+def _assert_no_room_error(stderr: str, strategy: str, room: str) -> None:
+    assert re.fullmatch(rf"train: error: cannot place the model, optimizer state and run statistics in shared "
+                        rf"memory \({strategy}\): cannot allocate \d+\.\d MiB \(\d+ bytes\) of shared memory with "
+                        rf"the {strategy} strategy: {room}\n", stderr), stderr
+
+
+@pytest.mark.fault("7", "`ulimit -n` 32 (soft and hard, set with setrlimit before exec) for a run whose model has "
+                        "64 parameter tensors (and 128 Adam moments), spawn workers",
+                   "the run finishes with exit 0: parameters and optimizer state live in one arena each, so the "
+                   "descriptor count does not grow with the number of parameters")
+def test_low_descriptor_limit_with_many_parameters_still_trains(watch, tmp_path, logdir):
+    config = fast_config(model={"hidden": [16] * 30}, trainer={"start_method": "spawn", "total_steps": 2000})
+    model = algorithms.get("a3c").build_model(validate(config))
+    assert len(list(model.parameters())) == 64
+    path = write_config(tmp_path / "c.yaml", config)
+    done = run_cli(watch, "--config", path, "--logdir", logdir, preexec_fn=_low_descriptor_limit(32))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((only_run_dir(logdir) / "summary.json").read_text())["env_steps"] >= 2000
+
+
+def _program(watch, *args: str, limit: int) -> dict:
+    done = subprocess.run([sys.executable, str(HERE / "programs.py"), *args], capture_output=True, text=True,
+                          timeout=120, env=watch.env(), preexec_fn=_low_descriptor_limit(limit))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.fault("7", "`ulimit -n` 64 and 2,000 separate shared arrays through the sharing API",
+                   "file_descriptor: an OSError (EMFILE) that names the limit and says to raise `ulimit -n` or use "
+                   "file_system; file_system: all 2,000 made and summed by a spawned child under the same limit")
+def test_low_descriptor_limit_with_many_storages(watch):
+    crowded = _program(watch, "many_storages", "file_descriptor", "2000", limit=64)
+    assert not crowded["ok"] and crowded["errno"] == 24 and 0 < crowded["made"] < 64
+    assert "too many open files (64 allowed)" in crowded["error"]
+    assert "raise `ulimit -n` or call sharing.set_sharing_strategy('file_system')" in crowded["error"]
+    named = _program(watch, "many_storages", "file_system", "2000", limit=64)
+    assert named["ok"] and named["made"] == 2000 and named["total"] == named["expected"]
+    assert named["child_exit"] == 0
+
+
+@pytest.mark.fault("8", "the run directory's disk fills up (a 4 MiB tmpfs, filled while the run trains), "
+                        "or is remounted read-only",
+                   "each failed checkpoint is reported and leaves the previous one intact, loadable and alone (no "
+                   "temp file); lost TensorBoard events and summary.json are reported; the run keeps training; "
+                   "exit 1 after SIGTERM (final checkpoint failed); once the disk is writable again `--resume` "
+                   "continues from the kept checkpoint")
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_checkpoint_on_a_full_or_read_only_disk_keeps_the_previous_one(watch, tmp_path, tmpfs, fault):
+    disk = tmpfs("disk", "4m")
+    logdir = disk / "runs"
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"checkpoint_every_s": 0.3}))
+    run = Train(watch, "--config", config, "--logdir", logdir)
+    run_dir = wait_for_run_dir(logdir)
+    checkpoint = wait_for_file(run_dir / "checkpoints" / "checkpoint.npz")
+    assert wait_until(lambda: load_checkpoint(checkpoint)["run"]["env_steps"] > 0, 60)
+    if fault == "full":
+        filler, reason = fill(disk), "No space left on device"
+    else:
+        remount(disk, "ro")
+        reason = "Read-only file system"
+    run.wait_for(rf"^checkpoint failed: could not write checkpoint '{checkpoint}': {reason}; the previous "
+                 rf"checkpoint is kept$")
+    kept = checkpoint.read_bytes()
+    kept_steps = load_checkpoint(checkpoint)["run"]["env_steps"]
+    assert os.listdir(checkpoint.parent) == ["checkpoint.npz"]
+    run.wait_for(rf"^TensorBoard events could not be written in '{run_dir}' \({reason}\)")
+    assert run.proc.poll() is None, run.stderr  # still training
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 1, run.stderr
+    assert f"final checkpoint failed: could not write checkpoint '{checkpoint}': {reason}" in run.stderr
+    assert f"could not write '{run_dir / 'summary.json'}': {reason}" in run.stderr
+    assert "train_main" not in run.stderr  # the main thread did not crash
+    assert checkpoint.read_bytes() == kept and os.listdir(checkpoint.parent) == ["checkpoint.npz"]
+    assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.yaml", next(run_dir.glob("events.*")).name]
+
+    if fault == "full":
+        filler.unlink()
+    else:
+        remount(disk, "rw")
+    target = kept_steps + 2000
+    done = run_cli(watch, "--resume", run_dir, "--set", f"trainer.total_steps={target}")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] >= target and summary["stop_reason"] == "total_steps reached"
