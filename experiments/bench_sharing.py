@@ -123,16 +123,30 @@ def queue_floors() -> dict[str, float]:
     return {kind: float(us) / 1e6 for kind, us in re.findall(r"plain mp\.(\w+) handle rtt_median=([\d.]+) us", out)}
 
 
+def keep_lowest(best: dict, new: dict) -> None:
+    """Fold one round's medians into `best`, keeping the lowest per key."""
+    for key, value in new.items():
+        best[key] = min(value, best.get(key, value))
+
+
 def us(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e6:.0f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=200, help="round trips per size (default 200)")
+    parser.add_argument("--reps", type=int, default=200, help="round trips per size and round (default 200)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds, each measuring ours and the references; the lowest median counts (default 3)")
     args = parser.parse_args()
 
-    ours = {(s, n): round_trip(s, n, args.reps) for s in STRATEGIES for n in SIZES.values()}
+    ours: dict[tuple[str, int], float] = {}
+    floors: dict[str, float] = {}
+    theirs: dict[tuple[str, int], float] = {}
+    for _ in range(args.rounds):  # interleaved, so that ours and the references share the machine's noise
+        keep_lowest(floors, queue_floors())
+        keep_lowest(ours, {(s, n): round_trip(s, n, args.reps) for s in STRATEGIES for n in SIZES.values()})
+        keep_lowest(theirs, torch_round_trips())
     for (s, n), t in ours.items():
         print(f"sharing {s:16s} {n:>10d} B  rtt_median={t * 1e6:8.1f} us", flush=True)
     gbs = bandwidth(SIZES["256 MiB"], reps=5)
@@ -140,8 +154,6 @@ def main() -> None:
     print("256 MiB: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.2f}'} GB/s" for k, v in gbs.items()),
           flush=True)
     share_ratio = gbs["share_array"] / gbs["np.copyto"]
-    floors = queue_floors()
-    theirs = torch_round_trips()
     floor = floors.get("Queue")
 
     rows = []
@@ -168,7 +180,8 @@ def main() -> None:
         "Median round trip of a shared float32 array put on a `sharing` Queue to a spawn-started echo child "
         f"and back ({args.reps} round trips after 10 warm-up ones), against torch.multiprocessing "
         "(`torch_queue_latency.py`) and the plain multiprocessing floor for a small tuple "
-        f"(`mp_queue_floor.py`: {floor_note}), all measured in this run.",
+        f"(`mp_queue_floor.py`: {floor_note}), all measured in this run: {args.rounds} rounds, each measuring "
+        "all of them in turn, and each figure the lowest of its medians.",
         table,
         "Bandwidth for 256 MiB (median of 5): `share_array` makes fresh shared pages and copies into them; "
         "`empty_shared` only makes the pages (the kernel allocates, zeroes and maps each 4 KiB page, the floor "

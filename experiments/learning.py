@@ -10,7 +10,7 @@ return over the last 100 episodes, mean ± std over seeds, wall time, env
 steps, seconds to the target) and learning.png (the curves).
 
 usage: python experiments/learning.py [--seeds 3] [--cartpole-seconds 60] [--acrobot-seconds 60]
-           [--lunarlander-seconds 120] [--pendulum-seconds 120] [--full-budget]
+           [--lunarlander-seconds 150] [--pendulum-seconds 90] [--full-budget]
 """
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ class Task:
 TASKS = (
     Task("cartpole", "CartPole-v1", "a3c.yaml", 475, 60),
     Task("acrobot", "Acrobot-v1", "a3c_acrobot.yaml", -100, 60),
-    Task("lunarlander", "LunarLander-v3", "a3c_lunarlander.yaml", 200, 120, needs="Box2D"),
-    Task("pendulum", "Pendulum-v1", "a3c_pendulum.yaml", -200, 120),
+    Task("lunarlander", "LunarLander-v3", "a3c_lunarlander.yaml", 200, 150, needs="Box2D"),
+    Task("pendulum", "Pendulum-v1", "a3c_pendulum.yaml", -200, 90),
 )
 
 
@@ -142,11 +142,11 @@ def main() -> None:
             print(f"{task.env_id} seed {seed}: mean return {s['mean_return']}, {s['env_steps']} steps in "
                   f"{s['wall_seconds']:.0f} s ({s['stop_reason']})", flush=True)
     plot(results, RESULTS / "learning.png")
-    table = markdown_table(["environment", "target", "final mean return (last 100 episodes)", "target",
+    table = markdown_table(["environment", "target", "final mean return (last 100 episodes)", "target met",
                             "seeds reaching it", "seconds to reach it", "wall time", "env steps", "env steps/s"],
                            [row(task, runs) for task, runs in results.items()])
     budgets = ", ".join(f"{t.env_id} {getattr(args, f'{t.name}_seconds'):g} s" for t in results)
-    notes = [f"Budgets per run: {budgets}; {args.seeds} seeds each, 2 workers, one run at a time. "
+    notes = [f"Budgets per run: {budgets}; {args.seeds} seed(s) each, 2 workers, one run at a time. "
              + ("Every run used its whole budget." if args.full_budget else
                 "A run stops as soon as the mean of its last 100 episode returns reaches the target, so the "
                 "final mean return of a run that reached it is about the target."),

@@ -84,7 +84,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         return 1
     s = result.summary
     mean = "n/a" if s["mean_return"] is None else f"{s['mean_return']:.1f}"
-    solved = "not reached" if s["solved_at_seconds"] is None else f"{s['solved_at_seconds']:.1f} s"
+    solved = ("not set" if s["target_return"] is None else "not reached" if s["solved_at_seconds"] is None
+              else f"{s['target_return']:g} reached at {s['solved_at_seconds']:.1f} s")
     print(f"{run_dir}: {s['stop_reason']}; {s['env_steps']} env steps, {s['updates']} updates, "
           f"{s['episodes']} episodes in {s['wall_seconds']:.1f} s ({s['steps_per_second']:,.0f} steps/s); "
           f"mean return {mean} over the last {s['target_window']} episodes; target {solved}")

@@ -85,3 +85,30 @@ def to_device(array: Any, device: str, copy: bool = False) -> Any:
         if isinstance(array, cupy.ndarray) and array.device.id == int(device[5:]):
             return array.copy() if copy else array
         return cupy.array(array, copy=True)
+
+
+def to_host(array: Any, copy: bool = False) -> np.ndarray:
+    """`array` as a NumPy array: itself on the CPU (a copy when `copy`), a copy from the device otherwise."""
+    return to_device(array, "cpu", copy)
+
+
+def cuda_device_count() -> int:
+    """How many CUDA devices this process can use through CuPy (0 without CuPy, a driver or a device)."""
+    import cuda_ipc
+    if not cuda_ipc.is_available():
+        return 0
+    return int(cupy_module().cuda.runtime.getDeviceCount())
+
+
+def use_device(device: str) -> None:
+    """Make `device` this process's current device, so new arrays land there; nothing to do for 'cpu'.
+
+    For CUDA the start-method guard runs first (a process forked after its
+    parent initialised CUDA gets an error naming spawn/forkserver).
+    """
+    device = parse_device(device)
+    if device == "cpu":
+        return
+    import cuda_ipc
+    cuda_ipc.check_cuda_allowed()
+    cupy_module().cuda.Device(int(device[5:])).use()

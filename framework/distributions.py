@@ -54,7 +54,7 @@ class Categorical:
             if data.ndim < 1 or data.dtype.kind != "f":
                 raise ValueError(f"Categorical: logits must be a floating tensor with at least one axis, got "
                                  f"shape {tuple(data.shape)} and dtype {data.dtype}")
-            if bool(np.isnan(data).any()):
+            if bool(array_module(data).isnan(data).any()):
                 raise ValueError(f"Categorical: logits of shape {tuple(data.shape)} contain NaN")
             self.logits = reduction.log_softmax(logits, -1)
             self._probs: Optional[Tensor] = None
@@ -80,7 +80,8 @@ class Categorical:
 
     def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
         """int64 indices of shape sample_shape + batch_shape (no gradient)."""
-        probs = np.exp(self.logits._data) if self._probs is None else self._probs._data
+        logits = self.logits._data
+        probs = array_module(logits).exp(logits) if self._probs is None else self._probs._data
         shape = _shape(sample_shape) + tuple(probs.shape[:-1])
         u = random.uniform(shape, probs.dtype, device=self.logits.device)
         cdf = probs.cumsum(axis=-1)
@@ -131,8 +132,9 @@ class Categorical:
         """-sum(p log p) over the last axis, shape batch_shape."""
         logp = self.logits
         data = logp._data
-        clamped = array_module(data).maximum(data, np.finfo(data.dtype).min)
-        p = np.exp(clamped)
+        xp = array_module(data)
+        clamped = xp.maximum(data, np.finfo(data.dtype).min)
+        p = xp.exp(clamped)
         out = -(p * clamped).sum(axis=-1)
         if not (logp._rg and MODE.enabled):
             return wrap(out)
@@ -193,7 +195,7 @@ class Normal:
         value = tensor_arg(value)
         x, mu, sigma = value._data, self.loc._data, self.scale._data
         z = (x - mu) / sigma
-        log_sigma = np.log(sigma)
+        log_sigma = array_module(sigma).log(sigma)
         out = -0.5 * (z * z) - log_sigma - _HALF_LOG_2PI
         inputs = (value, self.loc, self.scale)
         if not (MODE.enabled and any(t._rg for t in inputs)):
@@ -211,7 +213,7 @@ class Normal:
         """0.5 + 0.5 log(2 pi) + log(scale), shape batch_shape."""
         sigma = self.scale._data
         xp = array_module(sigma)
-        out = xp.broadcast_to(np.log(sigma) + (0.5 + _HALF_LOG_2PI), self.batch_shape).copy()
+        out = xp.broadcast_to(xp.log(sigma) + (0.5 + _HALF_LOG_2PI), self.batch_shape).copy()
         if not (self.scale._rg and MODE.enabled):
             return wrap(out)
         shape = sigma.shape

@@ -2,7 +2,8 @@
 
 One `numpy.random.Generator` per process, seeded like torch's default
 generator until `manual_seed` reseeds it (CuPy's generator too, when CuPy is
-loaded). Samplers return raw arrays on the requested device.
+loaded; it keeps one generator per device). Samplers return raw arrays on
+the requested device, drawn from that device's generator.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .device import cupy_module
+from .device import cupy_module, on_device
 
 DEFAULT_SEED = 67280421310721  # torch's default seed
 _state = {"generator": np.random.default_rng(DEFAULT_SEED), "seed": DEFAULT_SEED}
@@ -45,7 +46,8 @@ def generator() -> np.random.Generator:
 def standard_normal(shape: Sequence[int], dtype: np.dtype, device: str = "cpu") -> Any:
     """Samples of N(0, 1) as an array of `shape` and floating `dtype` on `device`."""
     if device != "cpu":
-        return cupy_module().random.standard_normal(shape, dtype=dtype)
+        with on_device(device):
+            return cupy_module().random.standard_normal(shape, dtype=dtype)
     if dtype in (np.float32, np.float64):
         return _state["generator"].standard_normal(shape, dtype=dtype)
     return _state["generator"].standard_normal(shape).astype(dtype)
@@ -54,7 +56,8 @@ def standard_normal(shape: Sequence[int], dtype: np.dtype, device: str = "cpu") 
 def uniform(shape: Sequence[int], dtype: np.dtype, low: float = 0.0, high: float = 1.0, device: str = "cpu") -> Any:
     """Samples of U[low, high) as an array of `shape` and floating `dtype` on `device`."""
     if device != "cpu":
-        return cupy_module().random.uniform(low, high, shape).astype(dtype)
+        with on_device(device):
+            return cupy_module().random.uniform(low, high, shape).astype(dtype)
     if dtype in (np.float32, np.float64):
         out = _state["generator"].random(shape, dtype=dtype)
     else:
@@ -68,5 +71,6 @@ def uniform(shape: Sequence[int], dtype: np.dtype, low: float = 0.0, high: float
 def integers(low: int, high: int, shape: Sequence[int], device: str = "cpu") -> Any:
     """Uniform int64 samples from [low, high) on `device`."""
     if device != "cpu":
-        return cupy_module().random.randint(low, high, shape, dtype=np.int64)
+        with on_device(device):
+            return cupy_module().random.randint(low, high, shape, dtype=np.int64)
     return _state["generator"].integers(low, high, shape, dtype=np.int64)

@@ -6,6 +6,11 @@ handles worker failures (abort or restart), and stops the run on total steps,
 wall time, the target mean return, too many non-finite updates, SIGINT or
 SIGTERM. A run directory holds config.yaml, the event files,
 checkpoints/checkpoint.npz and, at the end, summary.json.
+
+With `trainer.device: cuda:N` the shared model and the optimizer state live in
+that GPU's memory (workers receive them as CUDA IPC handles) while the run's
+counters stay in CPU shared memory; checkpoints and histograms copy the
+parameters to the host, so a checkpoint resumes or evaluates on any device.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from framework import algorithms
 from framework.algorithms.base import Evaluation
 from framework.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from framework.config import Config, ConfigError, dump_config, get_path
+from framework.device import cuda_device_count, to_host, use_device
 from framework.progress import Progress
 from framework.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
 from framework.workers import WorkerPool
@@ -54,12 +60,8 @@ def checkpoint_path(run_dir: str | Path) -> Path:
 
 
 def model_state(model: Any) -> dict[str, np.ndarray]:
-    """The model's parameters as named NumPy copies."""
-    return {name: np.array(_array(value), copy=True) for name, value in model.state_dict().items()}
-
-
-def _array(value: Any) -> np.ndarray:
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+    """The model's parameters as named NumPy copies (copied to the host from a CUDA device)."""
+    return {name: to_host(value.data_array, copy=True) for name, value in model.state_dict().items()}
 
 
 def load_model_state(model: Any, state: dict[str, np.ndarray], source: Path) -> None:
@@ -101,25 +103,32 @@ class Trainer:
 
     def _check_device(self) -> None:
         device = self.config["trainer"]["device"]
-        if device != "cpu":
-            import cuda_ipc
-            if not cuda_ipc.is_available():
-                raise ConfigError(f"config key 'trainer.device': got {device!r}; allowed: cpu "
-                                  f"(no CUDA device with CuPy is available here)")
+        if device == "cpu":
+            return
+        count = cuda_device_count()
+        if count == 0:
+            raise ConfigError(f"config key 'trainer.device': got {device!r}; allowed: cpu "
+                              f"(no CUDA device with CuPy is available here)")
+        if int(device[5:]) >= count:
+            raise ConfigError(f"config key 'trainer.device': got {device!r}; allowed: cpu or cuda:0 to "
+                              f"cuda:{count - 1} ({count} CUDA device{'s' if count > 1 else ''} here)")
 
     def run(self) -> RunResult:
         """Train until a stop condition; returns the exit code (0 finished or stopped by signal, 1 failed)."""
         cfg, tcfg = self.config, self.config["trainer"]
         self._check_device()
+        device = tcfg["device"]
+        use_device(device)
         sharing.set_sharing_strategy(tcfg["sharing_strategy"])
         model = self._algorithm.build_model(cfg)
         try:
-            model.share_memory()
-            optimizer = self._algorithm.build_optimizer(model, cfg)
+            model.to(device).share_memory()  # on CUDA the arena is one device allocation, sent as an IPC handle
+            optimizer = self._algorithm.build_optimizer(model, cfg)  # its state lives with the parameters
             optimizer.share_memory()
             stats = RunStats(tcfg["workers"], self._algorithm.metrics, ring=max(1024, tcfg["target_window"]))
-        except (OSError, MemoryError) as exc:
-            raise RunError(f"cannot place the model, optimizer state and run statistics in shared memory "
+        except (OSError, MemoryError) as exc:  # CuPy's OutOfMemoryError is a MemoryError
+            where = "shared memory" if device == "cpu" else f"{device} memory and shared memory"
+            raise RunError(f"cannot place the model, optimizer state and run statistics in {where} "
                            f"({tcfg['sharing_strategy']}): {exc}") from exc
         run = _RunState(tcfg["workers"], tcfg["target_window"])
         if self.resume:

@@ -1,9 +1,11 @@
 """Worker processes of a run: starting them, noticing when one dies or raises, restarting, stopping.
 
-A worker runs its algorithm's `run_worker` with the shared model and optimizer.
-It dies with the main process (`die_with_parent`), ignores SIGINT (the main
-process decides when to stop and tells it through shared memory), and sends
-its traceback over a queue if it raises: the queue carries nothing else.
+A worker runs its algorithm's `run_worker` with the shared model and optimizer,
+with `trainer.device` made current first (for CUDA, after the start-method
+guard; the model's device memory arrived as IPC handles). It dies with the
+main process (`die_with_parent`), ignores SIGINT (the main process decides
+when to stop and tells it through shared memory), and sends its traceback
+over a queue if it raises: the queue carries nothing else.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import numpy as np
 from framework import algorithms
 from framework.algorithms.base import WorkerContext
 from framework.config import Config
+from framework.device import use_device
 from framework.run_stats import RunStats
 from sharing import lifecycle
 
@@ -36,6 +39,7 @@ def _worker_main(rank: int, seed: int, config: Config, model: Any, optimizer: An
     lifecycle.die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
         algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(rank), shared))
     except BaseException:

@@ -1,7 +1,8 @@
-"""Keeps a file_descriptor storage alive in its sender until each receiver has opened it.
+"""Keeps a storage alive in its sender until each receiver of a message holds it.
 
-A receiver opens the segment through the sender's descriptor, so the sender
-must keep that descriptor until the message is received, even when the
+A receiver opens the segment through the sender's descriptor
+(``file_descriptor``) or the sender's published name (``file_system``), so the
+sender must keep the storage until the message is received, even when the
 program dropped the array right after ``put``. Each sending process lends:
 it holds a reference per message in a slot of its *board*, a small shared
 segment of ``uint32`` acknowledgements, and puts the board's descriptor, the
@@ -11,7 +12,9 @@ whose slots hold their generation every few lends and before each allocation. Th
 costs one store to shared memory per message: no system call, no server
 thread, no round trip.
 
-A message that is never received keeps its storage until the sender exits, as
+Receivers reach the board through ``/proc/<sender>/fd`` like a
+``file_descriptor`` segment. A message that is never received (or whose
+receiver cannot reach the board) keeps its storage until the sender exits, as
 with torch's descriptor sharing. If more than ``BOARD_SLOTS`` messages are in
 flight at once, the overflow is held until the sender exits.
 """
@@ -89,6 +92,14 @@ def reap() -> None:
     with _lock:
         if _board is not None and _board.lent:
             _board.reap()
+
+
+def lent_storages() -> list[Storage]:
+    """The storages held for messages not yet acknowledged (as of the last look)."""
+    with _lock:
+        if _board is None:
+            return []
+        return [storage for _, storage in _board.lent.values()] + list(_board.overflow)
 
 
 def lent_count() -> int:

@@ -11,8 +11,10 @@ pickling.
 Receiving a storage this process already holds returns that same Storage
 object (the weak cache in ``storage``), so a round trip inside one process,
 or the same storage received twice, yields arrays that alias. That is the
-common case (workers exchanging the same parameters again and again), so the
-receiving path for it does no system call and as little Python as it can.
+common case (workers exchanging the same parameters again and again), so for
+either strategy the path for it makes no system call on either side and runs
+as little Python as it can: the sender lends the storage to the message, the
+receiver looks it up and acknowledges (see ``lending``).
 """
 from __future__ import annotations
 
@@ -23,10 +25,20 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 
 from . import lending, memfd, shmfile
+from .arrays import storage_of
 from .storage import Storage, lookup, lookup_or_open
 from .strategies import FILE_DESCRIPTOR
 
 _BY_VALUE_PROTOCOL = 4  # NumPy's in-band reduction, valid under every protocol multiprocessing uses
+_pid = os.getpid()  # os.getpid() is a system call; this follows forks
+
+
+def _after_fork_in_child() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _array_interface_address(a: np.ndarray) -> int:
@@ -64,34 +76,24 @@ def rebuild_fd_storage(token: bytes, nbytes: int, pid: int, fd: int, ino: int,
     return storage
 
 
-def rebuild_fs_storage(token: bytes, nbytes: int, name: str) -> Storage:
-    """Receive a file_system storage: the cached one (dropping the message's name), or the named segment."""
+def rebuild_fs_storage(token: bytes, nbytes: int, name: str, pid: int, board_fd: int, board_ino: int,
+                       slot: int, generation: int) -> Storage:
+    """Receive a file_system storage: the cached one, or the segment its sender published under `name`."""
     storage = lookup(token)
     if storage is None:
-        storage, opened = lookup_or_open(token, lambda: shmfile.open_message(token, nbytes, name))
-        if opened:
-            return storage
-    shmfile.discard_message(name)
+        storage, _ = lookup_or_open(token, lambda: shmfile.open_published(token, nbytes, name))
+    lending.acknowledge(pid, board_fd, board_ino, slot, generation)
     return storage
 
 
-_pid = os.getpid()  # os.getpid() is a system call; this follows forks
-
-
-def _after_fork_in_child() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _fd_handle(storage: Storage) -> tuple:
+    """The arguments of `rebuild_fd_storage` for one message (the storage is lent to it)."""
     return (storage.token, storage.nbytes, _pid, storage.fd, storage.ino, *lending.lend(storage))
 
 
 def _fs_handle(storage: Storage) -> tuple:
-    return (storage.token, storage.nbytes, shmfile.message_name(storage))
+    """The arguments of `rebuild_fs_storage` for one message (the storage is lent to it)."""
+    return (storage.token, storage.nbytes, shmfile.published_name(storage), _pid, *lending.lend(storage))
 
 
 def reduce_storage(storage: Storage) -> tuple:
@@ -118,17 +120,17 @@ def rebuild_fd_array(token: bytes, nbytes: int, pid: int, fd: int, ino: int, boa
     return _view(storage, offset, shape, strides, dtype, writeable)
 
 
-def rebuild_fs_array(token: bytes, nbytes: int, name: str, offset: int, shape: tuple, strides: tuple,
-                     dtype: str | np.dtype, writeable: bool) -> np.ndarray:
+def rebuild_fs_array(token: bytes, nbytes: int, name: str, pid: int, board_fd: int, board_ino: int, slot: int,
+                     generation: int, offset: int, shape: tuple, strides: tuple, dtype: str | np.dtype,
+                     writeable: bool) -> np.ndarray:
     """Receive an array of a file_system storage."""
-    return _view(rebuild_fs_storage(token, nbytes, name), offset, shape, strides, dtype, writeable)
+    storage = rebuild_fs_storage(token, nbytes, name, pid, board_fd, board_ino, slot, generation)
+    return _view(storage, offset, shape, strides, dtype, writeable)
 
 
 def reduce_ndarray(a: np.ndarray) -> tuple:
     """A shared array as its storage's handle plus its layout; any other array by value, as NumPy pickles it."""
-    base = a.base
-    while base is not None and type(base) is not Storage:
-        base = getattr(base, "base", None)
+    base = storage_of(a)
     if base is None:
         return a.__reduce_ex__(_BY_VALUE_PROTOCOL)
     dtype = a.dtype

@@ -8,13 +8,14 @@ of the group connects once and keeps the connection open for its lifetime; the
 reply names the group and gives the process a client id. Every segment name
 the group creates starts with ``hogshare_<group>_``, so that prefix records
 them all: a process's own names for the storages it holds carry
-``c<client>_`` next, names of messages in flight ``m`` (see ``shmfile``).
+``c<client>_`` next, the names it sends storages under ``m`` (see ``shmfile``).
 
 A closed connection is how the daemon learns a process is gone, SIGKILL
-included: it unlinks that process's own names at once (only their owner links
-from them), leaving messages in flight to their receivers. When no connection
-is left for GRACE_S seconds (time for a process just starting to join), it
-unlinks every name of the group, removes its socket and directory, and exits.
+included: it unlinks that process's own names at once (only their owner uses
+them), leaving the names it sent under to messages still in flight. When no
+connection is left for GRACE_S seconds (time for a process just starting to
+join), it unlinks every name of the group, removes its socket and directory,
+and exits.
 SIGTERM, SIGINT and SIGHUP clean up at once.
 """
 from __future__ import annotations

@@ -1,35 +1,40 @@
-"""The file_system strategy: named segments in /dev/shm whose names travel, reference-counted by hard links.
+"""The file_system strategy: named segments in /dev/shm whose names travel.
 
 Each process that holds a storage keeps its own name for the segment,
-``hogshare_<group>_c<client>_<64 random bits>`` (mode 0600). Sending links a
-fresh *message name*, ``hogshare_<group>_m<64 random bits>``, to the segment
-and puts it in the handle; the receiver opens it, maps it, closes the
-descriptor at once and renames the message name into a name of its own (or,
-when it already holds the storage, just unlinks it). So a message in flight
-keeps its segment alive even if the sender drops the array or dies, and the
-kernel's link count is the reference count: once every holder has dropped the
-storage and every message is received, no name is left and the memory is
-freed.
+``hogshare_<group>_c<client>_<64 random bits>`` (mode 0600). The first time a
+process sends a storage it links a *published* name to the segment,
+``hogshare_<group>_m<64 random bits>``, and every handle it sends carries that
+name. A receiver that does not hold the storage yet opens the name, maps it,
+closes the descriptor at once and links a name of its own; one that holds it
+already does nothing at all. As with ``file_descriptor``, the sender lends the
+storage to each message until the receiver acknowledges it (see ``lending``),
+so it may drop the array right after ``put``.
 
-A process unlinks its own name when a storage dies; when the process itself
-ends, however it ends, the group's manager daemon unlinks the names it still
-had, and once the whole group is gone it unlinks what is left, such as
-messages never received (see ``manager_client`` and ``shm_manager``). No
-descriptor is kept, so any number of storages fit under a low ``ulimit -n``.
+Names go when their storage dies in the process that made them. A process's
+own names go with the process, however it ends: the group's manager daemon
+unlinks them when its connection closes. A process that exits normally also
+unlinks its published names, except those of messages still in flight, which
+stay so the messages can still be received (as do all of them when the process
+is killed); whatever is left is unlinked by the daemon once the whole group is
+gone (see ``manager_client`` and ``shm_manager``). No descriptor is kept, so any number
+of storages fit under a low ``ulimit -n``.
 
 A fork child inherits its parent's mappings; when it sends one of the
-parent's storages it first links a name of its own, so it can go on sending
+parent's storages it first links names of its own, so it can go on sending
 after the parent let go (provided the parent had not already let go).
 """
 from __future__ import annotations
 
+import multiprocessing.util
 import os
+import threading
 
-from . import _libc, manager_client, room
-from .storage import Storage, register
+from . import _libc, lending, manager_client, room
+from .storage import Storage, live_storages, register
 from .strategies import FILE_SYSTEM
 
 _OPEN_FLAGS = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+_publish_lock = threading.Lock()
 
 
 def _path(name: str) -> str:
@@ -42,8 +47,8 @@ def _own_name() -> str:
     return f"hogshare_{group}_c{client}_{os.urandom(8).hex()}"
 
 
-def _message_name() -> str:
-    """A fresh, unguessable name for a message in flight."""
+def _new_published_name() -> str:
+    """A fresh, unguessable name to publish a storage under."""
     group, _ = manager_client.membership()
     return f"hogshare_{group}_m{os.urandom(8).hex()}"
 
@@ -80,25 +85,57 @@ def _claim(storage: Storage) -> None:
         raise RuntimeError(f"cannot send shared storage {storage.token.hex()[:12]} from this forked process: "
                            "the parent already released its segment; receive it through a queue instead of "
                            "inheriting it, or keep it alive in the parent") from None
-    storage.name, storage.owner_pid, storage.created = name, os.getpid(), False
+    storage.name, storage.published, storage.owner_pid, storage.created = name, None, os.getpid(), False
 
 
-def message_name(storage: Storage) -> str:
-    """Link a new name to `storage`'s segment for one message and return it."""
-    if storage.owner_pid != os.getpid():
-        _claim(storage)
-    name = _message_name()
-    os.link(_path(storage.name), _path(name))
-    return name
+def published_name(storage: Storage) -> str:
+    """The name this process sends `storage` under, linked on first use."""
+    if storage.published is None or storage.owner_pid != os.getpid():
+        with _publish_lock:  # queues pickle in their own threads
+            if storage.owner_pid != os.getpid():
+                _claim(storage)
+            if storage.published is None:
+                name = _new_published_name()
+                os.link(_path(storage.name), _path(name))
+                storage.published = name
+                _register_exit_hook()
+    return storage.published
 
 
-def open_message(token: bytes, nbytes: int, name: str) -> Storage:
-    """Map the segment a message name refers to and take the name over as this process's own."""
+_exit_hook_pid: int | None = None
+
+
+def _register_exit_hook() -> None:
+    """Arrange, once per process, for `_unpublish` to run when the process exits normally."""
+    global _exit_hook_pid
+    if _exit_hook_pid != os.getpid():
+        _exit_hook_pid = os.getpid()
+        # multiprocessing runs these at exit in every process, fork children included (which skip
+        # atexit); priority -100 comes after queue feeder threads (-5) have sent what they hold.
+        multiprocessing.util.Finalize(None, _unpublish, exitpriority=-100)
+
+
+def _unpublish() -> None:
+    """Unlink this process's published names, except those of messages still in flight."""
+    lending.reap()
+    in_flight = {id(storage) for storage in lending.lent_storages()}
+    pid = os.getpid()
+    for storage in live_storages():
+        if storage.published is not None and storage.owner_pid == pid and id(storage) not in in_flight:
+            try:
+                os.unlink(_path(storage.published))
+            except FileNotFoundError:
+                pass
+            storage.published = None
+
+
+def open_published(token: bytes, nbytes: int, name: str) -> Storage:
+    """Map the segment a sender published under `name` and give it a name of this process's own."""
     try:
         fd = os.open(_path(name), _OPEN_FLAGS)
     except FileNotFoundError:
-        raise RuntimeError(f"shared storage {token.hex()[:12]} is gone: its message name {name} was already "
-                           "received, or the sender's manager group ended and unlinked it") from None
+        raise RuntimeError(f"shared storage {token.hex()[:12]} is gone: its sender released it, or the sender's "
+                           f"manager group ended and unlinked {name}") from None
     maplen = max(nbytes, 1)
     try:
         if os.fstat(fd).st_size < maplen:
@@ -108,14 +145,14 @@ def open_message(token: bytes, nbytes: int, name: str) -> Storage:
         os.close(fd)
     storage = Storage(token=token, nbytes=nbytes, strategy=FILE_SYSTEM, addr=addr, maplen=maplen)
     own = _own_name()
-    os.rename(_path(name), _path(own))
+    os.link(_path(name), _path(own))
     storage.name = own
     return storage
 
 
-def discard_message(name: str) -> None:
-    """Unlink a message name whose storage this process already holds."""
-    try:
-        os.unlink(_path(name))
-    except FileNotFoundError:
-        pass
+def _after_fork_in_child() -> None:
+    global _publish_lock
+    _publish_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -29,7 +29,7 @@ class Storage:
     bookkeeping.
     """
 
-    __slots__ = ("nbytes", "strategy", "token", "fd", "ino", "name", "owner_pid", "created",
+    __slots__ = ("nbytes", "strategy", "token", "fd", "ino", "name", "published", "owner_pid", "created",
                  "address", "_maplen", "_flat", "__weakref__")
 
     def __init__(self, *, token: bytes, nbytes: int, strategy: str, addr: int, maplen: int,
@@ -40,6 +40,7 @@ class Storage:
         self.fd = fd            # file_descriptor: the open segment (one per process)
         self.ino = ino          # file_descriptor: its inode, checked by receivers
         self.name = name        # file_system: this process's name for the segment in /dev/shm
+        self.published: str | None = None  # file_system: the name this process sends it under
         self.owner_pid = os.getpid()
         self.created = created  # counted against this process's room quota
         self.address = addr
@@ -75,11 +76,12 @@ class Storage:
             _close(self.fd)
         if self.owner_pid != _getpid():
             return  # inherited through fork: the name and the room quota are the parent's
-        if self.name is not None:
-            try:
-                _unlink(f"{_shm_dir}/{self.name}")
-            except FileNotFoundError:
-                pass  # the manager already removed it
+        for name in (self.name, self.published):
+            if name is not None:
+                try:
+                    _unlink(f"{_shm_dir}/{name}")
+                except FileNotFoundError:
+                    pass  # the manager already removed it
         if self.created:
             _release(self.nbytes)
 
@@ -113,6 +115,11 @@ def lookup_or_open(token: bytes, open_storage: Callable[[], Storage]) -> tuple[S
         if storage is not None:
             return storage, False
         return register(open_storage()), True
+
+
+def live_storages() -> list[Storage]:
+    """Every storage alive in this process."""
+    return [storage for storage in (ref() for ref in list(_cache.values())) if storage is not None]
 
 
 def _after_fork_in_child() -> None:

@@ -9,6 +9,11 @@ the shared parameter arena with one copy; its gradient goes to the shared
 optimizer with one copy and one fused step. A loss or gradient that is not
 finite is never applied. Image observations (channels, height, width), such
 as stacked Atari frames, pass through the A3C paper's two convolutions first.
+
+On a GPU (`trainer.device: cuda:N`) the local model, the sampling and the
+update run on the device: each step moves the batch of observations there in
+one copy and the sampled actions back in one; an update moves the rollout
+there once and the values back once (advantages are computed on the host).
 """
 from __future__ import annotations
 
@@ -21,16 +26,19 @@ import framework
 from framework import nn
 from framework.algorithms.base import Algorithm, Evaluation, WorkerContext, learning_rate
 from framework.config import Config, ConfigError, Field
+from framework.device import array_module, to_device, to_host
 from framework.distributions import Categorical, Normal
 from framework.envs import EnvBatch, EnvError, make_env
+from framework.optim.clip import grad_norm
+from framework.random import standard_normal, uniform
 
 
-def _relu_array(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0.0, out=x)
+def _relu_array(x: Any) -> Any:
+    return array_module(x).maximum(x, 0.0, out=x)
 
 
-def _tanh_array(x: np.ndarray) -> np.ndarray:
-    return np.tanh(x, out=x)
+def _tanh_array(x: Any) -> Any:
+    return array_module(x).tanh(x, out=x)
 
 
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
@@ -82,16 +90,15 @@ class ActorCritic(nn.Module):
             h = state[0]
         return self.pi(h), self.v(h)[:, 0], state
 
-    def policy_array(self, obs: np.ndarray, state: tuple[Any, Any] | None = None
-                     ) -> tuple[np.ndarray, tuple[Any, Any] | None]:
-        """The policy head output as an array, for acting (call under no_grad).
+    def policy_array(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
+        """The policy head output as an array, for acting (call under no_grad); obs on the model's device.
 
         For an MLP on flat observations this runs on the parameters' raw arrays
         (a few matmuls, none of the framework's per-op work), which is most of a
         worker's step.
         """
         if self.lstm is not None or not self._plain_mlp:
-            head, _, state = self(framework.from_numpy(obs), state)
+            head, _, state = self(framework.as_tensor(obs), state)
             return head.data_array, state
         x = obs
         for layer in self.body:
@@ -99,12 +106,16 @@ class ActorCritic(nn.Module):
                 x = self._act_array(x @ layer.weight.data_array.T + layer.bias.data_array)
         return x @ self.pi.weight.data_array.T + self.pi.bias.data_array, None
 
+    @property
+    def device(self) -> str:
+        """Where the parameters live: 'cpu' or 'cuda:N'."""
+        return self.pi.weight.device
+
     def initial_state(self, batch: int) -> tuple[Any, Any] | None:
-        """Zero LSTM state for a batch (None without an LSTM)."""
+        """Zero LSTM state for a batch, on the model's device (None without an LSTM)."""
         if self.lstm is None:
             return None
-        zeros = np.zeros((batch, self.hidden_size), dtype=np.float32)
-        return framework.from_numpy(zeros), framework.from_numpy(zeros.copy())
+        return tuple(framework.zeros(batch, self.hidden_size, device=self.device) for _ in range(2))
 
     def distribution(self, head: Any) -> Any:
         """The action distribution for a policy head output."""
@@ -168,11 +179,11 @@ class _Worker:
         cfg = ctx.config
         self.ctx, self.a = ctx, cfg["algorithm"]
         self.opt_cfg, self.total_steps = cfg["optimizer"], cfg["trainer"]["total_steps"]
-        framework.manual_seed(ctx.seed)
-        self.rng = np.random.default_rng(ctx.seed)
+        self.device = ctx.device
+        framework.manual_seed(ctx.seed)  # the action noise comes from framework's generator for the device
         self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], cfg["env"]["envs_per_worker"],
                              seed=ctx.seed % (2**31), rank=ctx.rank)
-        self.local = algo.build_model(cfg)
+        self.local = algo.build_model(cfg).to(self.device)
         self.local_arena = self.local.pack_parameters()
         self.shared_arena = ctx.model.arena
         T, E = self.a["n_steps"], len(self.envs)
@@ -185,21 +196,32 @@ class _Worker:
         self.dones = np.zeros((T, E), dtype=np.float32)
         self.state = self.state0 = self.local.initial_state(E)
 
+    def _tensor(self, array: np.ndarray) -> Any:
+        """A host array as a tensor on the worker's device: itself on the CPU, one copy to a GPU."""
+        return framework.as_tensor(to_device(array, self.device))
+
     def _act(self, obs: np.ndarray) -> np.ndarray:
-        """Sample actions for a batch of observations (no grad); advances the LSTM state."""
-        head, self.state = self.local.policy_array(obs, self.state)
+        """Sample actions on the device for a batch of host observations (no grad); advances the LSTM state.
+
+        Discrete actions use the Gumbel-max trick, continuous ones mean + std * noise.
+        """
+        head, self.state = self.local.policy_array(to_device(obs, self.device), self.state)
+        xp = array_module(head)
         if self.local.continuous:
-            std = np.exp(self.local.log_std.data_array)
-            return head + std * self.rng.standard_normal(head.shape, dtype=np.float32)
-        gumbel = -np.log(-np.log(self.rng.random(head.shape, dtype=np.float32) + 1e-12) + 1e-12)
-        return np.argmax(head + gumbel, axis=1)
+            std = xp.exp(self.local.log_std.data_array)
+            actions = head + std * standard_normal(head.shape, head.dtype, self.device)
+        else:
+            gumbel = -xp.log(-xp.log(uniform(head.shape, head.dtype, device=self.device) + 1e-12) + 1e-12)
+            actions = xp.argmax(head + gumbel, axis=1)
+        return to_host(actions)
 
     def _values(self, obs: np.ndarray, state: tuple[Any, Any] | None) -> np.ndarray:
-        return self.local(framework.from_numpy(obs), state)[1].data_array
+        """V(obs) on the host for host observations."""
+        return to_host(self.local(self._tensor(obs), state)[1].data_array)
 
     def _mask_state(self, done: np.ndarray) -> None:
         if self.state is not None and done.any():
-            keep = framework.from_numpy((1.0 - done)[:, None])
+            keep = self._tensor((1.0 - done)[:, None])
             self.state = (self.state[0] * keep, self.state[1] * keep)
 
     def rollout(self) -> None:
@@ -218,7 +240,8 @@ class _Worker:
                 done = out.terminated | out.truncated
                 self.dones[t] = done
                 if out.truncated_index.size:  # a time limit is not a real end: bootstrap from V(last obs)
-                    sub = None if self.state is None else tuple(s[out.truncated_index] for s in self.state)
+                    rows = to_device(out.truncated_index, self.device)
+                    sub = None if self.state is None else tuple(s[rows] for s in self.state)
                     self.rewards[t, out.truncated_index] += gamma * self._values(out.truncated_obs, sub)
                 self._mask_state(done)
                 returns += out.episode_returns
@@ -232,15 +255,15 @@ class _Worker:
         """Policy heads and values for all (T+1) x E observations, with grad."""
         flat = self.obs.reshape((self.T + 1) * self.E, *self.obs.shape[2:])
         if self.local.lstm is None:
-            head, values, _ = self.local(framework.from_numpy(flat))
+            head, values, _ = self.local(self._tensor(flat))
             return head, values
         heads, values, state = [], [], self.state0
         for t in range(self.T + 1):
-            h, v, state = self.local(framework.from_numpy(self.obs[t]), state)
+            h, v, state = self.local(self._tensor(self.obs[t]), state)
             heads.append(h)
             values.append(v)
             if t < self.T:
-                keep = framework.from_numpy((1.0 - self.dones[t])[:, None])
+                keep = self._tensor((1.0 - self.dones[t])[:, None])
                 state = (state[0] * keep, state[1] * keep)
         return framework.cat(heads, axis=0), framework.cat(values, axis=0)
 
@@ -251,20 +274,21 @@ class _Worker:
         """
         a, n = self.a, self.T * self.E
         head, values = self._forward_rollout()
-        if not (np.isfinite(head.data_array).all() and np.isfinite(values.data_array).all()):
+        v = to_host(values.data_array).reshape(self.T + 1, self.E)
+        xp = array_module(head.data_array)
+        if not (bool(xp.isfinite(head.data_array).all()) and np.isfinite(v).all()):
             return None
-        v = values.data_array.reshape(self.T + 1, self.E)
         adv, targets = advantages(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
         if a["normalize_advantages"]:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         dist = self.local.distribution(head[:n])
-        actions = framework.from_numpy(self.actions.reshape(n, *self.actions.shape[2:]))
+        actions = self._tensor(self.actions.reshape(n, *self.actions.shape[2:]))
         log_prob = dist.log_prob(actions)
         entropy = dist.entropy()
         if self.local.continuous:
             log_prob, entropy = log_prob.sum(axis=1), entropy.sum(axis=1)
-        policy_loss = -(log_prob * framework.from_numpy(adv.reshape(n))).mean()
-        value_loss = ((values[:n] - framework.from_numpy(targets.reshape(n))) ** 2).mean()
+        policy_loss = -(log_prob * self._tensor(adv.reshape(n))).mean()
+        value_loss = ((values[:n] - self._tensor(targets.reshape(n))) ** 2).mean()
         entropy = entropy.mean()
         loss = policy_loss + a["value_coef"] * value_loss - a["entropy_coef"] * entropy
         return loss, [policy_loss.item(), value_loss.item(), entropy.item()]
@@ -283,7 +307,7 @@ class _Worker:
             return
         loss, parts = result
         loss.backward()
-        norm = float(np.sqrt(np.dot(grad, grad)))
+        norm = grad_norm(grad)
         if not (np.isfinite(norm) and all(np.isfinite(parts))):
             stats.add_skipped()
             return
@@ -292,7 +316,7 @@ class _Worker:
         lr = learning_rate(self.opt_cfg, stats.global_steps(), self.total_steps)
         for group in self.ctx.optimizer.param_groups:
             group["lr"] = lr
-        self.shared_arena.grad[...] = grad
+        self.shared_arena.grad[...] = grad  # one device-to-device copy on a GPU
         self.ctx.optimizer.step()
         stats.add_update([*parts, norm, lr], stats.global_updates() - synced_at)
 
@@ -340,7 +364,8 @@ class A3C(Algorithm):
         try:
             with framework.no_grad():
                 while np.isnan(returns).any():
-                    head, state = model.policy_array(envs.obs, state)
+                    head, state = model.policy_array(to_device(envs.obs, model.device), state)
+                    head = to_host(head)
                     out = envs.step(head if model.continuous else np.argmax(head, axis=1))
                     for i, ret in zip(out.episode_index, out.episode_returns):
                         if np.isnan(returns[i]):

@@ -7,7 +7,9 @@ algorithm owns the model, the worker loop and evaluation:
 - `build_optimizer(model, config)` (the default reads the `optimizer` section),
 - `build_shared(config, context)` in the main process: what every worker gets
   as `ctx.shared` (datasets in shared memory, locks of the run's context),
-- `run_worker(ctx)` in each worker process, until `ctx.stats.should_stop()`,
+- `run_worker(ctx)` in each worker process, until `ctx.stats.should_stop()`;
+  the process has `ctx.device` current, the shared model lives there and
+  observations or batches move there (`framework.device.to_device`),
 - `evaluate(model, config, episodes, seed)`, used by `evaluate --run` and, every
   `trainer.eval_every_s`, by the monitor (logged under `eval/`); an evaluation
   may stop the run (`Evaluation.stop`), and with `evaluate_at_end` the last
@@ -40,6 +42,11 @@ class WorkerContext:
     optimizer: Any
     stats: WorkerStats
     shared: Any = None
+
+    @property
+    def device(self) -> str:
+        """Where the shared model lives and the worker computes: 'cpu' or 'cuda:N' (`trainer.device`)."""
+        return self.config["trainer"]["device"]
 
 
 @dataclass
@@ -74,7 +81,7 @@ class Algorithm(abc.ABC):
 
     @abc.abstractmethod
     def build_model(self, config: Config) -> nn.Module:
-        """A freshly initialised model for config (the trainer moves it to shared memory)."""
+        """A freshly initialised model for config, on the CPU (the trainer moves it to trainer.device, shares it)."""
 
     def build_optimizer(self, model: nn.Module, config: Config) -> Any:
         """The optimizer named in the `optimizer` section over the model's parameters."""
@@ -90,7 +97,7 @@ class Algorithm(abc.ABC):
 
     @abc.abstractmethod
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
-        """Measure the model (greedy episodes, test accuracy, ...) in the calling process."""
+        """Measure the model (greedy episodes, test accuracy, ...) in the calling process, on the model's device."""
 
 
 def build_optimizer(model: nn.Module, section: Mapping[str, Any]) -> Any:

@@ -14,6 +14,9 @@ parameters directly, as in the Hogwild! paper and PyTorch's mnist_hogwild:
   (`np.subtract.at` on the shared weights), as in the paper's RCV1 experiment.
 
 `locked: true` takes a lock around every update (the paper's comparison).
+With `trainer.device: cuda:N` (dense data only) the shared classifier and
+the optimizer state live in GPU memory and each worker copies its minibatch
+there once per step; the sparse SVM's scatter updates run on the CPU only.
 The main process measures test accuracy and loss every `trainer.eval_every_s`,
 at the end (summary.json), and stops the run at `algorithm.target_accuracy`.
 """
@@ -29,7 +32,9 @@ import framework
 from framework import datasets, nn
 from framework.algorithms.base import Algorithm, Evaluation, WorkerContext, build_optimizer, learning_rate
 from framework.config import SCHEMA, Config, ConfigError, Field
+from framework.device import to_device, to_host
 from framework.nn import functional as F
+from framework.optim.clip import grad_norm
 
 _ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 _EVAL_ROWS = 4096
@@ -122,9 +127,10 @@ def _run_dense(ctx: WorkerContext) -> None:
     for start, stop in steps.batches_forever():
         read_at = ctx.stats.global_updates()
         optimizer.zero_grad()
-        loss = F.cross_entropy(model(framework.from_numpy(data.x[start:stop])), data.y[start:stop])
+        x, y = to_device(data.x[start:stop], ctx.device), to_device(data.y[start:stop], ctx.device)
+        loss = F.cross_entropy(model(framework.as_tensor(x)), y)
         loss.backward()
-        value, norm = loss.item(), float(np.sqrt(np.dot(grad, grad)))
+        value, norm = loss.item(), grad_norm(grad)
         if not (np.isfinite(value) and np.isfinite(norm)):
             ctx.stats.add_skipped()
             continue
@@ -207,6 +213,11 @@ class Hogwild(Algorithm):
                               f"{spec.rows_per_worker}, the training rows of each of the "
                               f"{config['trainer']['workers']} workers' shards")
         if spec.sparse:
+            device = config["trainer"]["device"]
+            if device != "cpu":
+                raise ConfigError(f"config key 'trainer.device': got {device!r} with dataset.kind sparse_svm; "
+                                  f"allowed: cpu (the sparse SVM's scatter updates of the shared weights run on "
+                                  f"NumPy only; dense datasets train on cuda:N)")
             if opt["name"] != "sgd" or opt["momentum"] or opt["weight_decay"]:
                 raise ConfigError(f"config key 'optimizer.name': got {opt['name']!r} with momentum "
                                   f"{opt['momentum']} and weight_decay {opt['weight_decay']}; allowed: sgd without "
@@ -244,12 +255,13 @@ class Hogwild(Algorithm):
             loss = float(np.maximum(1.0 - margins, 0.0).mean())
         else:
             correct, total_loss = 0, 0.0
+            device = next(model.parameters()).device
             with framework.no_grad():
                 for start in range(0, len(test), _EVAL_ROWS):
                     part = test.rows(start, start + _EVAL_ROWS)
-                    logits = model(framework.from_numpy(part.x))
-                    total_loss += F.cross_entropy(logits, part.y, reduction="sum").item()
-                    correct += int((logits.data_array.argmax(axis=1) == part.y).sum())
+                    logits = model(framework.as_tensor(to_device(part.x, device)))
+                    total_loss += F.cross_entropy(logits, to_device(part.y, device), reduction="sum").item()
+                    correct += int((to_host(logits.data_array.argmax(axis=1)) == part.y).sum())
             accuracy, loss = correct / len(test), total_loss / len(test)
         target = config["algorithm"]["target_accuracy"]
         return Evaluation({"test_accuracy": accuracy, "test_loss": loss},

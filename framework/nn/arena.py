@@ -19,7 +19,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from .. import storage
-from ..device import array_module, device_of, to_device
+from ..device import array_module, device_of, on_device, to_device
 from ..tensor import wrap
 from .parameter import Parameter
 
@@ -48,7 +48,7 @@ class ParameterArena:
         self.sizes = sizes
         self.alive = True
         self._anchor = wrap(data)
-        self._grad = array_module(data).zeros(data.shape, data.dtype)
+        self._grad = _zeros_like(data)
         self._grad_views = [self._segment(self._grad, i) for i in range(len(params))]
         for slot, p in enumerate(params):
             p._arena = self
@@ -69,7 +69,8 @@ class ParameterArena:
         sample = params[0]._data
         shapes = [p._data.shape for p in params]
         total = sum(int(np.prod(s)) for s in shapes)
-        data = array_module(sample).empty((total,), sample.dtype)
+        with on_device(device_of(sample)):
+            data = array_module(sample).empty((total,), sample.dtype)
         arena = cls.__new__(cls)
         grads = [p._grad for p in params]
         members = []
@@ -184,7 +185,7 @@ class ParameterArena:
         if data is self.data:
             return
         self._anchor = wrap(data)
-        self._grad = array_module(data).zeros(data.shape, data.dtype)
+        self._grad = _zeros_like(data)
         self._grad_views = [self._segment(self._grad, i) for i in range(len(self.params))]
         for slot, p in enumerate(self.params):
             p._data = self._segment(data, slot)
@@ -213,6 +214,12 @@ class ParameterArena:
     def __repr__(self) -> str:
         return (f"ParameterArena({len(self.params)} parameters, {self.numel} elements of {self.data.dtype} on "
                 f"{self.device}{', shared' if self.is_shared() else ''})")
+
+
+def _zeros_like(data: Any) -> Any:
+    """Zeros of data's shape and dtype on data's device (not whichever device happens to be current)."""
+    with on_device(device_of(data)):
+        return array_module(data).zeros(data.shape, data.dtype)
 
 
 def _is_shared(data: Any) -> bool:

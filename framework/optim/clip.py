@@ -18,6 +18,11 @@ def _arena_of(params: list) -> Any:
     return arena if all(a is b for a, b in zip(arena.params, params)) else None
 
 
+def grad_norm(flat: Any) -> float:
+    """The 2-norm of a flat gradient buffer (NumPy or CuPy, e.g. `arena.grad`) as a float: one dot product."""
+    return math.sqrt(float(array_module(flat).dot(flat, flat)))
+
+
 def clip_grad_norm_(parameters: Union[Tensor, Iterable[Tensor]], max_norm: float, norm_type: float = 2.0,
                     error_if_nonfinite: bool = False) -> Tensor:
     """Scale gradients in place so their total norm is at most max_norm; returns the norm before scaling.

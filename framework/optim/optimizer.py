@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..device import array_module
+from ..device import array_module, device_of, on_device, to_device
 from ..tensor import Tensor
 
 Flat = Dict[str, Any]
@@ -114,8 +114,9 @@ class Optimizer:
         total = sum(p._data.size for p in params)
         xp = array_module(params[0]._data)
         dtype = np.result_type(*[p._data.dtype for p in params])
-        flat: Flat = {key: xp.zeros((total,), dtype) for key in self.state_keys(group)}
-        flat["step"] = xp.zeros((len(params),), np.float32)
+        with on_device(device_of(params[0]._data)):  # the state lives with the parameters
+            flat: Flat = {key: xp.zeros((total,), dtype) for key in self.state_keys(group)}
+            flat["step"] = xp.zeros((len(params),), np.float32)
         return flat
 
     def _bind_views(self, index: int) -> None:
@@ -264,7 +265,8 @@ class Optimizer:
                     count = self.state[p]["step"]
                     updates.append((count, np.maximum(_host_copy(count), 1)))
         for target, array in updates:
-            array_module(target).copyto(target, array.reshape(target.shape), casting="unsafe")
+            source = to_device(array.reshape(target.shape), device_of(target))
+            array_module(target).copyto(target, source, casting="unsafe")
         for saved, group in zip(saved_groups, self.param_groups):
             group.update({k: v for k, v in saved.items() if k != "params"})
 

@@ -100,7 +100,8 @@ def consumer_dies(strategy: str, start_method: str) -> None:
     work_queue.put(None)
     processed = results.get(timeout=60)
     worker.join(30)
-    report(group=manager_client.joined_group(), held=held, doomed_exit=doomed.exitcode, doomed_names_before=doomed_names_before,
+    report(group=manager_client.joined_group(), held=held, doomed_exit=doomed.exitcode,
+           doomed_names_before=doomed_names_before,
            doomed_names_after=doomed_names_after, processed=processed, worker_exit=worker.exitcode,
            aliased=all(bool((a == i + 1).all()) for i, a in enumerate(fresh)))
 

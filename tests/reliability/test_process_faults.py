@@ -28,20 +28,16 @@ def _summary(run_dir) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def _start(watch, tmp_path, logdir, env=None, **sections) -> tuple[Train, Path]:
+def _start(watch, tmp_path, logdir, env=None, new_session=False, **sections) -> tuple[Train, Path]:
     """A long run with a checkpoint every 0.3 s, once it is training (a checkpoint counts env steps)."""
     sections.setdefault("trainer", {})
     sections["trainer"] = {"checkpoint_every_s": 0.3, **sections["trainer"]}
     config = write_config(tmp_path / "c.yaml", fast_config(**sections))
-    run = Train(watch, "--config", config, "--logdir", logdir, env=env)
+    run = Train(watch, "--config", config, "--logdir", logdir, env=env, start_new_session=new_session)
     run_dir = wait_for_run_dir(logdir)
-    _wait_for_training(run, run_dir)
-    return run, run_dir
-
-
-def _wait_for_training(run: Train, run_dir: Path) -> None:
     wait_for_file(_checkpoint(run_dir))
     assert wait_until(lambda: _steps(run_dir) > 0, 60), f"the run made no env step:\n{run.stderr}"
+    return run, run_dir
 
 
 def _steps(run_dir) -> int:
@@ -140,10 +136,7 @@ def test_sigterm_checkpoints_and_the_run_resumes(watch, tmp_path, logdir):
                    "workers ignore it and finish their update; exit 0, stop reason SIGINT, final checkpoint; "
                    "`--resume` continues with exit 0")
 def test_ctrl_c_to_the_process_group_checkpoints_and_the_run_resumes(watch, tmp_path, logdir):
-    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"checkpoint_every_s": 0.3}))
-    run = Train(watch, "--config", config, "--logdir", logdir, start_new_session=True)
-    run_dir = wait_for_run_dir(logdir)
-    _wait_for_training(run, run_dir)
+    run, run_dir = _start(watch, tmp_path, logdir, new_session=True)
     workers = worker_pids(run.pid, 2)
     os.killpg(run.pid, signal.SIGINT)
     assert run.finish() == 0, run.stderr

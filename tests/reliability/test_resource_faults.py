@@ -35,7 +35,8 @@ def _low_descriptor_limit(n: int):
 def test_dev_shm_too_small_is_a_clear_error_before_any_worker(watch, tmp_path, logdir):
     if not can_mount():
         pytest.skip("shrinking /dev/shm in a private mount namespace needs root with CAP_SYS_ADMIN")
-    config = write_config(tmp_path / "c.yaml", fast_config(model=BIG_MODEL, trainer={"sharing_strategy": "file_system"}))
+    config = write_config(tmp_path / "c.yaml",
+                          fast_config(model=BIG_MODEL, trainer={"sharing_strategy": "file_system"}))
     run = Train(watch, "--config", config, "--logdir", logdir, prefix=in_private_tmpfs("/dev/shm", SHM_TOO_SMALL))
     assert run.finish() == 1, run.stderr
     _assert_no_room_error(run.stderr, "file_system", r"only .* left in /dev/shm")

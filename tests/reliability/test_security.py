@@ -61,9 +61,9 @@ def _probe(report: dict, *user_prefix: str) -> dict:
 
 
 @pytest.mark.fault("S", "the file_system segments, manager socket and descriptor of a running process",
-                   "segments are 0600 regular files named hogshare_<64-bit group>_c<client>_<64 random bits>, all "
-                   "distinct; the socket is 0600 in a 0700 directory; the file_descriptor segment has no name in "
-                   "/dev/shm")
+                   "segments are 0600 regular files named `hogshare_<group>_c<client>_<suffix>` (group and suffix "
+                   "64 random bits each), all distinct; the socket is 0600 in a 0700 directory; the "
+                   "file_descriptor segment has no name in /dev/shm")
 def test_segments_and_manager_socket_are_private(holder):
     names = holder["names"]
     assert len(set(names)) == len(names) == 20

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from reliability_support import (Train, fast_config, fd_count, group_names, mapped_groups, rss_kib, wait_for_run_dir,
+from reliability_support import (Train, cmdline, fast_config, fd_count, group_names, mapped_groups, rss_kib, wait_for_run_dir,
                                  worker_pids, write_config)
 
 SOAK_S = float(os.environ.get("HOGSHARE_SOAK_SECONDS", "600"))
@@ -27,6 +27,16 @@ def _sample(pids: list[int]) -> dict[int, tuple[int, int]]:
         except (ProcessLookupError, FileNotFoundError):
             pass
     return out
+
+
+def _role(pid: int, main: int, workers: list[int]) -> str:
+    """What a process of the run is, for the report."""
+    if pid == main:
+        return "main"
+    if pid in workers:
+        return "worker"
+    command = cmdline(pid)
+    return "manager" if "shm_manager" in command else "resource tracker" if "resource_tracker" in command else "helper"
 
 
 @pytest.mark.slow
@@ -59,7 +69,7 @@ def test_long_run_keeps_memory_descriptors_and_segments_flat(watch, tmp_path, lo
 
     lines, problems = [], []
     for pid, (rss, fds) in sorted(baseline.items()):
-        role = "main" if pid == run.pid else "worker" if pid in workers else "helper"
+        role = _role(pid, run.pid, workers)
         if pid not in latest:
             problems.append(f"{role} {pid} ended during the run")
             continue

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import sharing
-from sharing import manager_client
+from sharing import lending, manager_client
 
 STRATEGIES = ["file_descriptor", "file_system"]
 START_METHODS = ["spawn", "forkserver", "fork"]
@@ -42,6 +42,7 @@ def dev_shm_left_clean():
     for child in multiprocessing.active_children():
         child.join(timeout=10)
     gc.collect()
+    lending.reap()                    # storages this process sent and dropped, received by now
     group = manager_client.joined_group()
     if group is not None:
         deadline = time.monotonic() + 10  # the manager unlinks names of exited processes asynchronously

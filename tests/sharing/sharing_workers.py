@@ -57,11 +57,10 @@ def fork_write(a: np.ndarray) -> None:
     a[:] = 7
 
 
-def fork_send_inherited(a: np.ndarray, outbox) -> None:
-    """Fork child: send an array inherited from the parent."""
+def fork_send_inherited(a: np.ndarray, outbox, received) -> None:
+    """Fork child: send an array inherited from the parent; stay until it was received."""
     outbox.put(a[1:])
-    outbox.close()
-    outbox.join_thread()
+    received.wait(60)
 
 
 # --- spawn() targets: fn(rank, *args) ---------------------------------------------------------------

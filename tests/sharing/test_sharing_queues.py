@@ -105,11 +105,12 @@ def test_fork_child_write_is_visible_to_parent(strategy):
 
 def test_fork_child_can_send_an_inherited_array(strategy):
     ctx = sharing.get_context("fork")
-    outbox = ctx.Queue()
+    outbox, done = ctx.Queue(), ctx.Event()
     a = sharing.share_array(np.arange(5.0))
-    child = ctx.Process(target=fork_send_inherited, args=(a, outbox))
+    child = ctx.Process(target=fork_send_inherited, args=(a, outbox, done))
     child.start()
     received = outbox.get(timeout=TIMEOUT)
+    done.set()
     child.join(TIMEOUT)
     assert storage_of(received) is storage_of(a)
     np.testing.assert_array_equal(received, [1, 2, 3, 4])

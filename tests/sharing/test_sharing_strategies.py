@@ -84,35 +84,43 @@ def test_strategy_decides_new_storages_and_received_ones_keep_theirs():
 def test_file_system_segment_lives_while_in_flight_and_is_gone_after(monkeypatch):
     monkeypatch.setattr(sharing.strategies, "_current", "file_system")
     a = sharing.share_array(np.full(1000, 3.0))
-    storage = sharing.storage_of(a)
-    ino = os.stat(f"/dev/shm/{storage.name}").st_ino
+    ino = os.stat(f"/dev/shm/{sharing.storage_of(a).name}").st_ino
     ctx = sharing.get_context("spawn")
     inbox, outbox = ctx.Queue(), ctx.Queue()
     inbox.put(a)
-    assert wait_until(lambda: len(names_of_inode(ino)) == 2)   # the sender's name and the message's
-    del a, storage
+    assert wait_until(lambda: len(names_of_inode(ino)) == 2)   # the sender's own name and the one it sent
+    del a
     gc.collect()
-    assert len(names_of_inode(ino)) == 1                       # the message keeps the segment alive
+    assert len(names_of_inode(ino)) == 2                       # lent to the message: still there
     child = ctx.Process(target=sum_received, args=(inbox, outbox))
     child.start()
     assert outbox.get(timeout=TIMEOUT) == 3000.0
     child.join(TIMEOUT)
+    lending.reap()                                             # received: the sender lets go
     assert wait_until(lambda: not names_of_inode(ino)), names_of_inode(ino)
 
 
 @pytest.mark.timeout(90)
 def test_message_in_flight_when_its_sender_exits(strategy):
-    ctx = sharing.get_context("forkserver")
+    manager_client.membership() if strategy == "file_system" else None  # the child joins this group
+    ctx = sharing.get_context("fork" if strategy == "file_system" else "forkserver")
     outbox = ctx.Queue()
     child = ctx.Process(target=send_and_exit, args=(strategy, outbox, 5.0))
     child.start()
     child.join(TIMEOUT)
     assert child.exitcode == 0
-    if strategy == "file_system":
-        np.testing.assert_array_equal(outbox.get(timeout=TIMEOUT), 5.0)
-    else:
+    if strategy == "file_descriptor":
         with pytest.raises(RuntimeError, match=rf"process {child.pid} .*exited.*file_system"):
             outbox.get(timeout=TIMEOUT)
+        return
+    received = outbox.get(timeout=TIMEOUT)
+    np.testing.assert_array_equal(received, 5.0)
+    ino = os.stat(f"/dev/shm/{sharing.storage_of(received).name}").st_ino
+    del received
+    gc.collect()
+    left = names_of_inode(ino)                                 # the dead sender's published name:
+    assert len(left) == 1 and re.search(r"_m[0-9a-f]{16}$", left[0])   # kept until the group ends
+    os.unlink(f"/dev/shm/{left[0]}")                          # (what the manager does then)
 
 
 @pytest.mark.timeout(90)
@@ -125,10 +133,10 @@ def test_killed_receiver_loses_its_names_while_the_group_lives(monkeypatch):
     child = ctx.Process(target=hold_forever, args=(a, ready))
     child.start()
     ready.get()
-    assert len(names_of_inode(ino)) == 2
+    assert len(names_of_inode(ino)) == 3                       # ours, the one we sent it under, the child's
     os.kill(child.pid, signal.SIGKILL)
     child.join(TIMEOUT)
-    assert wait_until(lambda: len(names_of_inode(ino)) == 1)   # the manager removed the child's name
+    assert wait_until(lambda: len(names_of_inode(ino)) == 2)   # the manager removed the child's name
 
 
 def test_file_system_names_are_private_and_unguessable(monkeypatch):
@@ -142,9 +150,11 @@ def test_file_system_names_are_private_and_unguessable(monkeypatch):
     assert stat.S_ISSOCK(os.stat(socket_path).st_mode)
     q = sharing.get_context("fork").Queue()
     q.put(a)
-    assert wait_until(lambda: any("_m" in n for n in group_names(manager_client.joined_group())))
-    message = [n for n in group_names(manager_client.joined_group()) if re.search(r"_m[0-9a-f]{16}$", n)]
-    assert message and all(stat.S_IMODE(os.stat(n).st_mode) == 0o600 for n in message)
+    ino = os.stat(f"/dev/shm/{name}").st_ino
+    assert wait_until(lambda: len(names_of_inode(ino)) == 2)
+    published = [n for n in names_of_inode(ino) if n != name]
+    assert re.fullmatch(r"hogshare_[0-9a-f]{16}_m[0-9a-f]{16}", published[0])
+    assert stat.S_IMODE(os.stat(f"/dev/shm/{published[0]}").st_mode) == 0o600
     q.get()
 
 
@@ -168,7 +178,7 @@ def test_sigkill_of_every_file_system_process_leaves_nothing(fresh_group_env):
                                text=True, env=fresh_group_env, start_new_session=True)
     try:
         report = json.loads(program.stdout.readline())
-        assert len(group_names(report["group"])) == 5        # 2 held, 1 message, 1 made by each child
+        assert len(group_names(report["group"])) == 6        # 2 held and sent (2 names each), 1 per child
     finally:
         os.killpg(program.pid, signal.SIGKILL)               # the program and its children; not the manager
         program.wait()

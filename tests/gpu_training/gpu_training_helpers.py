@@ -1,0 +1,71 @@
+"""Helpers for the GPU training tests: small configs and the real `train`/`evaluate` commands."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+BIN = Path(sys.executable).parent
+TIMEOUT = 120
+
+
+def a3c_config(device: str, total_steps: int) -> dict:
+    """A3C on CartPole with 2 spawn workers on `device`; evaluation and histograms often, so they run too."""
+    return {
+        "experiment": "gpu-a3c",
+        "seed": 2,
+        "env": {"id": "CartPole-v1", "envs_per_worker": 4},
+        "model": {"hidden": [32]},
+        "algorithm": {"name": "a3c", "n_steps": 10},
+        "optimizer": {"name": "adam", "lr": 0.003},
+        "trainer": {"workers": 2, "start_method": "spawn", "device": device, "total_steps": total_steps,
+                    "max_seconds": 90, "target_return": None, "checkpoint_every_s": 30, "eval_every_s": 0.3,
+                    "eval_episodes": 2},
+        "logging": {"progress": False, "log_every_s": 0.2, "histogram_every": 10},
+    }
+
+
+def hogwild_config(device: str, total_steps: int) -> dict:
+    """Hogwild on a small mnist_teacher task with 2 spawn workers sharing one Adam state on `device`."""
+    return {
+        "experiment": "gpu-hogwild",
+        "seed": 3,
+        "dataset": {"kind": "mnist_teacher", "train_size": 4000, "test_size": 1000},
+        "model": {"hidden": [32]},
+        "algorithm": {"name": "hogwild", "batch_size": 64, "optimizer_state": "shared"},
+        "optimizer": {"name": "adam", "lr": 0.003},
+        "trainer": {"workers": 2, "start_method": "spawn", "device": device, "total_steps": total_steps,
+                    "max_seconds": 90, "target_return": None, "checkpoint_every_s": 30},
+        "logging": {"progress": False, "log_every_s": 0.2},
+    }
+
+
+def run_cli(command: str, *args: Any) -> subprocess.CompletedProcess:
+    """Run an installed console script (`train`, `evaluate`) and wait for it."""
+    return subprocess.run([str(BIN / command), *map(str, args)], capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def train(tmp_path: Path, config: dict) -> tuple[subprocess.CompletedProcess, Path | None]:
+    """Write config, run `train` on it with tmp_path/runs as logdir; (the process, its run directory or None)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    logdir = tmp_path / "runs"
+    done = run_cli("train", "--config", path, "--logdir", logdir)
+    runs = sorted(p for p in logdir.iterdir() if p.is_dir()) if logdir.exists() else []
+    return done, (runs[-1] if runs else None)
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def event_tags(run_dir: Path) -> dict[str, list[str]]:
+    """The TensorBoard tags of a run directory, by kind (scalars, histograms, ...)."""
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "histograms": 0})
+    acc.Reload()
+    return acc.Tags()
