@@ -27,17 +27,17 @@ class TensorBoardWriter:
     def __init__(self, logdir: str | Path, flush_secs: float = 5.0, on_error: Callable[[str], None] | None = None):
         self._logdir = logdir
         self._on_error = on_error
-        self.failed = False
+        self._failed = False
         self._writer = EventFileWriter(str(logdir), flush_secs=flush_secs)
 
     def _guard(self, action: Callable[[], None]) -> None:
         """Run one call of the event writer unless writing already failed; a failure turns the writer off."""
-        if self.failed:
+        if self._failed:
             return
         try:
             action()
         except OSError as exc:
-            self.failed = True
+            self._failed = True
             if self._on_error is not None:
                 self._on_error(f"TensorBoard events could not be written in '{self._logdir}' "
                                f"({exc.strerror or exc}); no more events are logged in this session")
