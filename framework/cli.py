@@ -54,6 +54,16 @@ def _run_config(run_dir: Path) -> Path:
     return path
 
 
+def _drop_unstarted(run_dir: Path | None, resumed: str | None) -> None:
+    """Remove the new run directory of a run refused before it wrote anything (a resumed one is kept)."""
+    if run_dir is None or resumed:
+        return
+    try:
+        run_dir.rmdir()  # only succeeds while the directory is still empty
+    except OSError:
+        pass
+
+
 def train_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `train`; returns the exit code."""
     parser = _Parser(prog="train", description="Train with asynchronous workers on a shared model.")
@@ -68,6 +78,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     overrides = list(args.overrides)
     if args.logdir is not None:
         overrides.append(f"logging.logdir={args.logdir}")
+    run_dir = None
     try:
         if args.resume:
             run_dir = Path(args.resume)
@@ -77,9 +88,11 @@ def train_main(argv: Sequence[str] | None = None) -> int:
             run_dir = make_run_dir(config["logging"]["logdir"], config["experiment"])
         result = Trainer(config, run_dir, resume=bool(args.resume)).run()
     except (ConfigError, CheckpointError) as exc:
+        _drop_unstarted(run_dir, args.resume)
         print(f"train: error: {exc}", file=sys.stderr)
         return 2
     except RunError as exc:
+        _drop_unstarted(run_dir, args.resume)
         print(f"train: error: {exc}", file=sys.stderr)
         return 1
     s = result.summary

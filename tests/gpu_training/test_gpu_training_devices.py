@@ -53,10 +53,11 @@ def test_sparse_svm_on_cuda_is_refused_naming_the_key():
 def test_train_on_cuda_without_a_device_exits_2_with_one_line(tmp_path):
     if cuda_ipc.is_available():
         pytest.skip("a CUDA device with CuPy is available here")
-    done, _ = train(tmp_path, a3c_config("cuda:0", 1000))
+    done, run_dir = train(tmp_path, a3c_config("cuda:0", 1000))
     assert done.returncode == 2
     assert done.stderr == ("train: error: config key 'trainer.device': got 'cuda:0'; allowed: cpu (no CUDA device "
                            "with CuPy is available here)\n")
+    assert run_dir is None  # a refused run leaves no run directory behind
 
 
 @pytest.mark.gpu
