@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.common import fmt_ratio, markdown_table, write_result  # noqa: E402
+from experiments.common import fmt_ratio, markdown_table, median_round_trip, write_result  # noqa: E402
 
 SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
 FLOOR = 0  # the row for a plain int through the same queues: what any handle-passing scheme pays
@@ -40,27 +38,15 @@ def _count(array: Any) -> int:
     return int(array.numel()) if hasattr(array, "numel") else int(array.size)
 
 
-def _median_round_trip(inbox: Any, outbox: Any, item: Any, reps: int) -> float:
-    for _ in range(3):
-        inbox.put(item)
-        outbox.get()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        inbox.put(item)
-        outbox.get()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _measure(context: Any, make: Callable[[int], Any], reps: int) -> dict[int, float]:
     inbox, outbox = context.Queue(), context.Queue()
     child = context.Process(target=_echo, args=(inbox, outbox))
     child.start()
-    medians = {FLOOR: _median_round_trip(inbox, outbox, 1, reps)}
+    medians = {FLOOR: median_round_trip(inbox, outbox, 1, reps, warmup=3)}
     for nbytes in SIZES:
         array = make(nbytes)
-        medians[nbytes] = _median_round_trip(inbox, outbox, array, max(5, reps // 5) if nbytes >= 1 << 28 else reps)
+        medians[nbytes] = median_round_trip(inbox, outbox, array, max(5, reps // 5) if nbytes >= 1 << 28 else reps,
+                                            warmup=3)
         del array
     inbox.put(None)
     child.join(60)

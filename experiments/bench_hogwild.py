@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -28,8 +29,15 @@ from common import REPO, fmt_ratio, markdown_table, run_baseline, torch_availabl
 TRAIN = "import sys; from framework.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
 
 
+def children_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process's finished children and their children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_ours(config: str, seconds: float, *overrides: str) -> dict:
-    """Run `train` on a config for `seconds` (no periodic evaluation); its summary.json."""
+    """Run `train` on a config for `seconds` (no periodic evaluation); its summary.json plus `cpu_seconds`."""
+    cpu = children_cpu_seconds()
     with tempfile.TemporaryDirectory() as logdir:
         sets = [f"trainer.max_seconds={seconds}", "trainer.eval_every_s=0", "algorithm.target_accuracy=null",
                 "logging.progress=false", *overrides]
@@ -40,22 +48,29 @@ def run_ours(config: str, seconds: float, *overrides: str) -> dict:
         if done.returncode != 0:
             raise RuntimeError(f"train {config} {overrides} failed ({done.returncode}):\n{done.stderr[-2000:]}")
         (run_dir,) = Path(logdir).iterdir()
-        return json.loads((run_dir / "summary.json").read_text())
+        return {**json.loads((run_dir / "summary.json").read_text()), "cpu_seconds": children_cpu_seconds() - cpu}
 
 
 def run_torch(workers: int, seconds: float) -> dict | None:
-    """The reference's samples/s and test accuracy, or None without torch."""
+    """The reference's samples/s, samples per CPU second and test accuracy, or None without torch."""
     if not torch_available():
         return None
+    cpu = children_cpu_seconds()
     out = run_baseline("torch_hogwild_mlp.py", workers, seconds)
+    cpu = children_cpu_seconds() - cpu
     match = re.search(r"samples_per_s=(\d+) test_acc=([\d.]+)", out)
     if match is None:
         raise RuntimeError(f"unexpected output from torch_hogwild_mlp.py: {out!r}")
-    return {"samples_per_s": float(match.group(1)), "test_accuracy": float(match.group(2))}
+    rate = float(match.group(1))
+    return {"samples_per_s": rate, "samples_per_cpu_s": rate * seconds / cpu, "test_accuracy": float(match.group(2))}
 
 
 def samples_per_s(summary: dict) -> float:
     return summary["env_steps"] / summary["wall_seconds"]
+
+
+def samples_per_cpu_s(summary: dict) -> float:
+    return summary["env_steps"] / summary["cpu_seconds"]
 
 
 def mlp_section(seconds: float) -> str:
@@ -67,17 +82,22 @@ def mlp_section(seconds: float) -> str:
         rows.append([workers, f"{samples_per_s(ours[workers]):,.0f}",
                      "n/a" if ref is None else f"{ref['samples_per_s']:,.0f}",
                      fmt_ratio(samples_per_s(ours[workers]), ref and ref["samples_per_s"]),
+                     f"{samples_per_cpu_s(ours[workers]):,.0f}",
+                     "n/a" if ref is None else f"{ref['samples_per_cpu_s']:,.0f}",
                      f"{ours[workers]['evaluation']['test_accuracy']:.3f}",
                      "n/a" if ref is None else f"{ref['test_accuracy']:.3f}"])
         print(f"mlp workers={workers}: ours {rows[-1][1]} samples/s, torch {rows[-1][2]} ({rows[-1][3]})", flush=True)
     scaling = samples_per_s(ours[2]) / samples_per_s(ours[1])
     torch_scaling = fmt_ratio(theirs[2]["samples_per_s"], theirs[1]["samples_per_s"]) if theirs[1] else "n/a"
-    table = markdown_table(["workers", "hogshare samples/s", "torch samples/s", "ratio", "hogshare test acc",
-                            "torch test acc"], rows)
+    efficiency = samples_per_cpu_s(ours[2]) / samples_per_cpu_s(ours[1])
+    table = markdown_table(["workers", "hogshare samples/s", "torch samples/s", "ratio", "hogshare samples/CPU-s",
+                            "torch samples/CPU-s", "hogshare test acc", "torch test acc"], rows)
     return "\n".join([
         f"## MLP 784-128-10, batch 64, per-worker SGD (lr 0.05), {seconds:g} s per run", "", table, "",
         f"Scaling from 1 to 2 workers: hogshare {scaling:.2f}x (target >= 1.8x), torch {torch_scaling}. "
-        f"Targets: >= 1.00x torch at each worker count.", "",
+        f"Targets: >= 1.00x torch at each worker count. Samples per CPU second (every process of the run, "
+        f"start-up included) at 2 workers over 1 worker: hogshare {efficiency:.2f} (1.00 would mean no cost from "
+        f"sharing the parameters; wall-clock scaling needs 2 otherwise idle cores).", "",
         "Both count samples over the wall time from starting the workers to joining them. The reference "
         "generates each worker's 20,000 rows inside that time (in the worker, in parallel); hogshare "
         "generates them in the main process just before starting the workers, in shared memory."])
@@ -91,9 +111,10 @@ def svm_section(seconds: float) -> str:
                          f"algorithm.locked={str(locked).lower()}")
             results[locked, workers] = s["updates"] / s["wall_seconds"]
             rows.append(["locked" if locked else "lock-free", workers, f"{results[locked, workers]:,.0f}",
-                         f"{samples_per_s(s):,.0f}", f"{s['evaluation']['test_accuracy']:.3f}"])
+                         f"{s['updates'] / s['cpu_seconds']:,.0f}", f"{samples_per_s(s):,.0f}",
+                         f"{s['evaluation']['test_accuracy']:.3f}"])
             print(f"svm {rows[-1][0]} workers={workers}: {rows[-1][2]} updates/s", flush=True)
-    table = markdown_table(["updates", "workers", "updates/s", "rows/s", "test acc"], rows)
+    table = markdown_table(["updates", "workers", "updates/s", "updates/CPU-s", "rows/s", "test acc"], rows)
     return "\n".join([
         f"## Sparse SVM (RCV1-like: 47,236 features, ~62 active per row), batch 16, {seconds:g} s per run", "",
         table, "",

@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 import sharing
-from common import BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, run_baseline, torch_available, write_result
+from common import (BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, median_round_trip, run_baseline, torch_available,
+                    write_result)
 
 SIZES = {"4 KiB": 4 << 10, "4 MiB": 4 << 20, "256 MiB": 256 << 20}
 STRATEGIES = ("file_descriptor", "file_system")
@@ -44,19 +45,12 @@ def round_trip(strategy: str, nbytes: int, reps: int) -> float:
     child = ctx.Process(target=echo, args=(inbox, outbox))
     child.start()
     array = sharing.empty_shared(nbytes // 4, np.float32)
-    for _ in range(10):
-        inbox.put(array)
-        back = outbox.get()
-    assert sharing.storage_of(back) is sharing.storage_of(array)
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        inbox.put(array)
-        outbox.get()
-        times.append(time.perf_counter() - start)
+    inbox.put(array)
+    assert sharing.storage_of(outbox.get()) is sharing.storage_of(array)
+    median = median_round_trip(inbox, outbox, array, reps)
     inbox.put(None)
     child.join()
-    return statistics.median(times)
+    return median
 
 
 def bandwidth(nbytes: int, reps: int) -> dict[str, float]:

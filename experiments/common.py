@@ -69,3 +69,20 @@ def fmt_ratio(ours: float, theirs: float | None) -> str:
     if not theirs:
         return "n/a"
     return f"{ours / theirs:.2f}x"
+
+
+def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) -> float:
+    """Median seconds for `item` to go out on `inbox` to an echo process and come back on `outbox`."""
+    import statistics
+    import time
+
+    for _ in range(warmup):
+        inbox.put(item)
+        outbox.get()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        inbox.put(item)
+        outbox.get()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
