@@ -3,8 +3,8 @@
 Every process a test starts gets ``HOGSHARE_RELIABILITY_TAG=<unique value>`` in
 its environment. Workers, fork servers, resource trackers and the file_system
 manager daemon inherit it, so /proc tells which processes belong to a test,
-whoever their parent is now. A `Watch` samples them while the test runs (and
-the /dev/shm groups they map) and afterwards reports what was left behind:
+whoever their parent is now. A `Watch` samples the /dev/shm groups they map
+while the test runs and afterwards reports what was left behind:
 processes still alive, segments of those groups still in /dev/shm, manager
 socket directories never removed.
 """
@@ -184,7 +184,6 @@ class Watch:
         self.tmpdir = tmp_path / "tmp"
         self.tmpdir.mkdir(exist_ok=True)
         self.groups: set[str] = set()
-        self.seen: dict[int, str] = {}
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_loop, daemon=True)
@@ -209,9 +208,8 @@ class Watch:
         return pids
 
     def sample(self) -> None:
-        """Record the test's live processes and the /dev/shm groups they map."""
+        """Record the /dev/shm groups the test's live processes map."""
         for pid in self.tagged():
-            self.seen.setdefault(pid, cmdline(pid))
             self.groups |= mapped_groups(pid)
 
     def _sample_loop(self) -> None:

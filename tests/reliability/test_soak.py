@@ -59,6 +59,7 @@ def test_long_run_keeps_memory_descriptors_and_segments_flat(watch, tmp_path, lo
     pids = watch.tagged()
     [group] = mapped_groups(run.pid)
     baseline, names = _sample(pids), len(group_names(group))
+    roles = {pid: _role(pid, run.pid, workers) for pid in baseline}
     latest, latest_names = baseline, names
     while time.monotonic() - started < SOAK_S - SAMPLE_EVERY_S and run.proc.poll() is None:
         time.sleep(SAMPLE_EVERY_S)
@@ -69,7 +70,7 @@ def test_long_run_keeps_memory_descriptors_and_segments_flat(watch, tmp_path, lo
 
     lines, problems = [], []
     for pid, (rss, fds) in sorted(baseline.items()):
-        role = _role(pid, run.pid, workers)
+        role = roles[pid]
         if pid not in latest:
             problems.append(f"{role} {pid} ended during the run")
             continue
