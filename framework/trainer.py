@@ -257,6 +257,7 @@ class _Monitor:
         self._collect_episodes()
         snap = self.stats.snapshot()
         self._log_scalars(last_log, snap, max(end - last_log_time, 1e-9))
+        self._maybe_histograms(snap, last_hist_updates)  # a run shorter than one log interval gets them too
         self._checkpoint(snap, end, final=True)
         summary = self._summary(snap, end, first, reason, pool.restarts)
         if self.t._algorithm.evaluate_at_end:
