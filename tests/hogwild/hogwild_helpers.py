@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from run_configs import with_sections
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 BIN = Path(sys.executable).parent
@@ -27,9 +28,7 @@ def config(**sections: dict) -> dict:
                     "target_return": None, "eval_every_s": 0.5, "checkpoint_every_s": 30},
         "logging": {"progress": False, "log_every_s": 0.2},
     }
-    for name, values in sections.items():
-        base.setdefault(name, {}).update(values)
-    return base
+    return with_sections(base, sections)
 
 
 def run_cli(command: str, *args: Any, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import yaml
+from run_configs import cartpole_config
 
 TAG_ENV = "HOGSHARE_RELIABILITY_TAG"
 HERE = Path(__file__).resolve().parent
@@ -37,23 +38,7 @@ _GROUP_IN_MAPS = re.compile(rb"/dev/shm/hogshare_([0-9a-f]+)_")
 # -- configs -------------------------------------------------------------------------------------
 def fast_config(**sections) -> dict:
     """A config for a few seconds of CartPole with forked workers and no progress bar; sections override keys."""
-    config = {
-        "experiment": "rel",
-        "seed": 3,
-        "env": {"id": "CartPole-v1", "envs_per_worker": 4},
-        "model": {"hidden": [32]},
-        "algorithm": {"name": "a3c", "n_steps": 10},
-        "optimizer": {"name": "adam", "lr": 0.003},
-        "trainer": {"workers": 2, "start_method": "fork", "total_steps": 10**9, "max_seconds": 120,
-                    "target_return": None, "checkpoint_every_s": 30, "join_timeout_s": 10},
-        "logging": {"progress": False, "log_every_s": 0.5},
-    }
-    for name, values in sections.items():
-        if isinstance(values, dict):
-            config.setdefault(name, {}).update(values)
-        else:
-            config[name] = values
-    return config
+    return cartpole_config(experiment="rel", seed=3, total_steps=10**9, max_seconds=120, log_every_s=0.5, **sections)
 
 
 def write_config(path: Path, config: dict) -> Path:

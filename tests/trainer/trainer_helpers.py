@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from run_configs import cartpole_config
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -12,23 +13,7 @@ BIN = Path(sys.executable).parent
 
 def tiny_config(**sections) -> dict:
     """A config for a few seconds of CartPole with forked workers, no progress bar; sections override keys."""
-    config = {
-        "experiment": "test",
-        "seed": 1,
-        "env": {"id": "CartPole-v1", "envs_per_worker": 4},
-        "model": {"hidden": [32]},
-        "algorithm": {"name": "a3c", "n_steps": 10},
-        "optimizer": {"name": "adam", "lr": 0.003},
-        "trainer": {"workers": 2, "start_method": "fork", "total_steps": 20_000, "max_seconds": 60,
-                    "target_return": None, "checkpoint_every_s": 30, "join_timeout_s": 10},
-        "logging": {"progress": False, "log_every_s": 0.2},
-    }
-    for name, values in sections.items():
-        if isinstance(values, dict):
-            config.setdefault(name, {}).update(values)
-        else:
-            config[name] = values
-    return config
+    return cartpole_config(**sections)
 
 
 def write_config(path: Path, config: dict) -> Path:
