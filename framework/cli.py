@@ -64,6 +64,18 @@ def _drop_unstarted(run_dir: Path | None, resumed: str | None) -> None:
         pass
 
 
+def _outcome(s: dict) -> str:
+    """The last line of `train`: why it stopped, the counters, and the return or the final evaluation."""
+    line = (f"{s['stop_reason']}; {s['env_steps']} env steps, {s['updates']} updates, {s['episodes']} episodes "
+            f"in {s['wall_seconds']:.1f} s ({s['steps_per_second']:,.0f} steps/s)")
+    if s["episodes"] == 0 and s.get("evaluation"):
+        return line + "; final evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in s["evaluation"].items())
+    mean = "n/a" if s["mean_return"] is None else f"{s['mean_return']:.1f}"
+    solved = ("not set" if s["target_return"] is None else "not reached" if s["solved_at_seconds"] is None
+              else f"{s['target_return']:g} reached at {s['solved_at_seconds']:.1f} s")
+    return line + f"; mean return {mean} over the last {s['target_window']} episodes; target {solved}"
+
+
 def train_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `train`; returns the exit code."""
     parser = _Parser(prog="train", description="Train with asynchronous workers on a shared model.")
@@ -75,6 +87,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.config is None) == (args.resume is None):
         parser.error("give either --config PATH (a new run) or --resume RUN_DIR (continue one)")
+    if args.resume and args.logdir is not None:
+        parser.error("--logdir applies to new runs only; a resumed run continues in its RUN_DIR")
     overrides = list(args.overrides)
     if args.logdir is not None:
         overrides.append(f"logging.logdir={args.logdir}")
@@ -95,13 +109,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         _drop_unstarted(run_dir, args.resume)
         print(f"train: error: {exc}", file=sys.stderr)
         return 1
-    s = result.summary
-    mean = "n/a" if s["mean_return"] is None else f"{s['mean_return']:.1f}"
-    solved = ("not set" if s["target_return"] is None else "not reached" if s["solved_at_seconds"] is None
-              else f"{s['target_return']:g} reached at {s['solved_at_seconds']:.1f} s")
-    print(f"{run_dir}: {s['stop_reason']}; {s['env_steps']} env steps, {s['updates']} updates, "
-          f"{s['episodes']} episodes in {s['wall_seconds']:.1f} s ({s['steps_per_second']:,.0f} steps/s); "
-          f"mean return {mean} over the last {s['target_window']} episodes; target {solved}")
+    print(f"{run_dir}: {_outcome(result.summary)}")
     return result.exit_code
 
 

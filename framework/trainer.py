@@ -209,6 +209,7 @@ class _Monitor:
         self.interval_lengths: list[np.ndarray] = []
         self.failed: str | None = None
         self.checkpoint_failed = False
+        self.checkpoint_error: str | None = None  # the last periodic failure, reported once until it changes
         self.eval_stop: str | None = None
         self.start = time.monotonic()
 
@@ -399,8 +400,14 @@ class _Monitor:
         try:
             save_checkpoint(checkpoint_path(self.t.run_dir), state)
         except CheckpointError as exc:
-            self.t._say(f"{'final ' if final else ''}checkpoint failed: {exc}")
+            if final or str(exc) != self.checkpoint_error:
+                self.t._say(f"{'final ' if final else ''}checkpoint failed: {exc}")
+            self.checkpoint_error = str(exc)
             self.checkpoint_failed = self.checkpoint_failed or final
+            return
+        if self.checkpoint_error is not None:
+            self.t._say(f"checkpoint written again: '{checkpoint_path(self.t.run_dir)}'")
+            self.checkpoint_error = None
 
     def _summary(self, snap: Any, end: float, first: Any, reason: str | None, restarts: int) -> dict[str, Any]:
         session_s = max(end - self.start, 1e-9)

@@ -10,6 +10,9 @@ def mlp_run(tmp_path_factory):
     """Two lock-free workers with per-worker SGD on the reduced mnist_teacher task, stopping at 40% accuracy."""
     done, run_dir = train(tmp_path_factory.mktemp("mlp"), config(algorithm={"target_accuracy": 0.4}))
     assert done.returncode == 0, done.stderr
+    evaluation = summary(run_dir)["evaluation"]
+    assert done.stdout.splitlines()[-1].endswith(f"; final evaluation: test_accuracy {evaluation['test_accuracy']:.4g}, "
+                                                 f"test_loss {evaluation['test_loss']:.4g}")
     return run_dir
 
 

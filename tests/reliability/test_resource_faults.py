@@ -6,6 +6,7 @@ import re
 import resource
 import signal
 import subprocess
+import time
 import sys
 
 import pytest
@@ -99,7 +100,7 @@ def test_low_descriptor_limit_with_many_storages(watch):
 
 @pytest.mark.fault("8", "the run directory's disk fills up (a 4 MiB tmpfs, filled while the run trains), "
                         "or is remounted read-only",
-                   "each failed checkpoint is reported and leaves the previous one intact, loadable and alone (no "
+                   "a failed checkpoint is reported (once while the same failure repeats) and leaves the previous one intact, loadable and alone (no "
                    "temp file); lost TensorBoard events and summary.json are reported; the run keeps training; "
                    "exit 1 after SIGTERM (final checkpoint failed); once the disk is writable again `--resume` "
                    "continues from the kept checkpoint")
@@ -124,8 +125,10 @@ def test_checkpoint_on_a_full_or_read_only_disk_keeps_the_previous_one(watch, tm
     assert os.listdir(checkpoint.parent) == ["checkpoint.npz"]
     run.wait_for(rf"^TensorBoard events could not be written in '{run_dir}' \({reason}\)")
     assert run.proc.poll() is None, run.stderr  # still training
+    time.sleep(1.0)  # several more checkpoint intervals: the same failure is not reported again
     run.proc.send_signal(signal.SIGTERM)
     assert run.finish() == 1, run.stderr
+    assert len(re.findall(r"^checkpoint failed", run.stderr, re.MULTILINE)) == 1, run.stderr
     assert f"final checkpoint failed: could not write checkpoint '{checkpoint}': {reason}" in run.stderr
     assert f"could not write '{run_dir / 'summary.json'}': {reason}" in run.stderr
     assert "train_main" not in run.stderr  # the main thread did not crash
@@ -141,3 +144,26 @@ def test_checkpoint_on_a_full_or_read_only_disk_keeps_the_previous_one(watch, tm
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] >= target and summary["stop_reason"] == "total_steps reached"
+
+
+@pytest.mark.fault("8", "the run directory's disk fills up, then space is freed while the run trains",
+                   "the failure is reported once; the next checkpoint after the space is freed is written and "
+                   "reported; SIGTERM then ends the run with exit 0 and a final checkpoint newer than the kept one")
+def test_checkpoints_resume_once_the_disk_has_room_again(watch, tmp_path, tmpfs):
+    disk = tmpfs("disk", "4m")
+    logdir = disk / "runs"
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"checkpoint_every_s": 0.3},
+                                                           logging={"tensorboard": False}))
+    run = Train(watch, "--config", config, "--logdir", logdir)
+    checkpoint = wait_for_file(wait_for_run_dir(logdir) / "checkpoints" / "checkpoint.npz")
+    assert wait_until(lambda: load_checkpoint(checkpoint)["run"]["env_steps"] > 0, 60)
+    filler = fill(disk)
+    run.wait_for(rf"^checkpoint failed: could not write checkpoint '{checkpoint}': No space left on device")
+    kept_steps = load_checkpoint(checkpoint)["run"]["env_steps"]
+    time.sleep(1.0)
+    filler.unlink()
+    run.wait_for(rf"^checkpoint written again: '{checkpoint}'$")
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    assert len(re.findall(r"^checkpoint failed", run.stderr, re.MULTILINE)) == 1, run.stderr
+    assert load_checkpoint(checkpoint)["run"]["env_steps"] > kept_steps

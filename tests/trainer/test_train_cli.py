@@ -52,6 +52,7 @@ def test_every_bad_config_exits_2_with_one_line(tmp_path):
     procs["not a mapping"] = _start("train", "--config", not_a_mapping)
     procs["no config"] = _start("train")
     procs["config and resume"] = _start("train", "--config", malformed, "--resume", tmp_path)
+    procs["resume and logdir"] = _start("train", "--resume", tmp_path, "--logdir", logdir)
     procs["resume missing dir"] = _start("train", "--resume", tmp_path / "nowhere")
     procs["resume without config.yaml"] = _start("train", "--resume", tmp_path)
     procs["evaluate no run"] = _start("evaluate", "--run", tmp_path / "nowhere")
@@ -65,6 +66,7 @@ def test_every_bad_config_exits_2_with_one_line(tmp_path):
         "not a mapping": "config: got [1, 2]; allowed: a mapping of sections",
         "no config": "give either --config PATH (a new run) or --resume RUN_DIR (continue one) (usage: train ",
         "config and resume": "give either --config PATH (a new run) or --resume RUN_DIR",
+        "resume and logdir": "--logdir applies to new runs only; a resumed run continues in its RUN_DIR",
         "resume missing dir": f"run directory '{tmp_path / 'nowhere'}': not found; allowed: a directory made by train",
         "resume without config.yaml": f"run directory '{tmp_path}': holds no config.yaml",
         "evaluate no run": f"run directory '{tmp_path / 'nowhere'}': not found",
