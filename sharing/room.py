@@ -3,7 +3,8 @@
 Before a segment is made, the bytes asked for are compared with the room left:
 free space in /dev/shm for ``file_system``; for ``file_descriptor`` (whose
 anonymous segments are charged to memory, not to /dev/shm) the kernel's
-MemAvailable and, when the process runs under a cgroup memory limit, what that
+MemAvailable and, when the process runs under a cgroup memory limit (v2
+memory.max or v1 memory.limit_in_bytes), what that
 limit leaves. The segment is then reserved with ``posix_fallocate``, which
 fails cleanly where a concurrent user took the room in between.
 
@@ -54,30 +55,51 @@ def _meminfo_available() -> int:
     raise OSError("MemAvailable missing from /proc/meminfo")
 
 
-@functools.cache
-def _cgroup_dir() -> str | None:
-    """This process's cgroup v2 directory, or None outside cgroup v2."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                if line.startswith("0::"):
-                    return "/sys/fs/cgroup" + line[3:].strip()
-    except OSError:
-        pass
+CGROUP_ROOT = "/sys/fs/cgroup"
+_NO_LIMIT_V1 = 1 << 60
+"""cgroup v1 reports "no limit" as a page-rounded LONG_MAX; anything this large is no limit."""
+
+
+def memory_cgroup_files(proc_cgroup: str, root: str = CGROUP_ROOT) -> tuple[str, str] | None:
+    """(limit file, usage file) of the memory cgroup that /proc/self/cgroup text names, v2 or v1; None if none.
+
+    Inside a container the named path may not exist under root (a cgroup
+    namespace shows the container's own cgroup as "/"): the root's files are
+    then the container's.
+    """
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            base, files = root, ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            base, files = os.path.join(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        for directory in (base + path.rstrip("/"), base):
+            if os.path.exists(os.path.join(directory, files[0])):
+                return os.path.join(directory, files[0]), os.path.join(directory, files[1])
     return None
 
 
-def _cgroup_room() -> int | None:
-    """Bytes left under this cgroup's memory.max, or None when it has no limit."""
-    directory = _cgroup_dir()
-    if directory is None:
+@functools.cache
+def _cgroup_files() -> tuple[str, str] | None:
+    try:
+        with open("/proc/self/cgroup") as f:
+            return memory_cgroup_files(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def cgroup_room(files: tuple[str, str] | None) -> int | None:
+    """Bytes left under a memory cgroup's limit (its files as memory_cgroup_files gives them); None: no limit."""
+    if files is None:
         return None
     try:
-        with open(os.path.join(directory, "memory.max")) as f:
+        with open(files[0]) as f:
             limit = f.read().strip()
-        if limit == "max":
+        if limit == "max" or int(limit) >= _NO_LIMIT_V1:
             return None
-        with open(os.path.join(directory, "memory.current")) as f:
+        with open(files[1]) as f:
             return max(0, int(limit) - int(f.read()))
     except (OSError, ValueError):
         return None
@@ -89,9 +111,9 @@ def system_room(strategy: str) -> tuple[int, str]:
         st = os.statvfs(SHM_DIR)
         return st.f_bavail * st.f_frsize, f"left in {SHM_DIR}"
     room, where = _meminfo_available(), "of available memory (MemAvailable)"
-    cgroup = _cgroup_room()
+    cgroup = cgroup_room(_cgroup_files())
     if cgroup is not None and cgroup < room:
-        room, where = cgroup, "under this cgroup's memory.max"
+        room, where = cgroup, "under this cgroup's memory limit"
     return room, where
 
 
