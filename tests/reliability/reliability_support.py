@@ -28,6 +28,7 @@ from run_configs import cartpole_config
 
 TAG_ENV = "HOGSHARE_RELIABILITY_TAG"
 HERE = Path(__file__).resolve().parent
+SUPPORT = HERE.parent / "support"
 BIN = Path(sys.executable).parent
 SHM_DIR = Path("/dev/shm")
 MANAGER_ENV = "HOGSHARE_SHM_MANAGER"
@@ -177,7 +178,7 @@ class Watch:
         """The environment for a test's subprocess: tagged, its own manager group and TMPDIR, fault_envs importable."""
         env = {k: v for k, v in os.environ.items() if k != MANAGER_ENV}
         env.update({TAG_ENV: self.tag, "TMPDIR": str(self.tmpdir), GRACE_ENV: "0.5",
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))})
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")]))})
         env.update(extra)
         return env
 

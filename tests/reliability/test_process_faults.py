@@ -165,12 +165,12 @@ def _assert_stopped_and_resumable(watch, run_dir, signame: str) -> None:
                    "exception; the run stops (abort) with summary and a loadable, finite final checkpoint")
 def test_environment_raising_in_step_is_reported_and_stops_the_run(watch, tmp_path, logdir):
     config = write_config(tmp_path / "c.yaml", fast_config(
-        env={"id": "fault_envs:FaultRaisingCartPole-v0", "kwargs": {"fail_after": 150}},
+        env={"id": "fault_envs:RaisingCartPole-v0", "kwargs": {"fail_after": 150}},
         trainer={"start_method": "spawn"}))
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 1, done.stderr
     report = re.search(r"^worker (\d) raised an exception: framework\.envs\.EnvError: environment "
-                       r"fault_envs:FaultRaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: "
+                       r"fault_envs:RaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: "
                        r"injected fault in step\nTraceback \(most recent call last\):\n(.*\n)*?"
                        r"RuntimeError: injected fault in step\n", done.stderr, re.MULTILINE)
     assert report, done.stderr
@@ -189,7 +189,7 @@ def test_environment_raising_in_step_is_reported_and_stops_the_run(watch, tmp_pa
 @pytest.mark.parametrize("where, value", [("reward", "nan"), ("reward", "inf"), ("observation", "inf")])
 def test_non_finite_updates_are_never_applied_and_stop_the_run(watch, tmp_path, logdir, where, value):
     config = write_config(tmp_path / "c.yaml", fast_config(
-        env={"id": "fault_envs:FaultNonFiniteCartPole-v0", "kwargs": {"where": where, "value": value}},
+        env={"id": "fault_envs:NonFiniteCartPole-v0", "kwargs": {"where": where, "value": value}},
         algorithm={"max_nonfinite_updates": 5}))
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 1, done.stderr
@@ -211,7 +211,7 @@ def test_non_finite_updates_are_never_applied_and_stop_the_run(watch, tmp_path, 
                    "target with exit 0 and every shared parameter and optimizer moment finite")
 def test_occasional_non_finite_updates_are_skipped_and_training_goes_on(watch, tmp_path, logdir):
     config = write_config(tmp_path / "c.yaml", fast_config(
-        env={"id": "fault_envs:FaultNonFiniteCartPole-v0", "kwargs": {"where": "reward", "every": 50}},
+        env={"id": "fault_envs:NonFiniteCartPole-v0", "kwargs": {"where": "reward", "every": 50}},
         trainer={"total_steps": 8000}))
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 0, done.stderr

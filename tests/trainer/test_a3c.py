@@ -102,7 +102,7 @@ def test_truncation_bootstraps_from_the_last_observation():
 
 
 def test_non_finite_update_is_not_applied():
-    worker, model, stats = _worker(env={"id": "faulty_env:NanRewardCartPole-v0"})
+    worker, model, stats = _worker(env={"id": "fault_envs:NonFiniteCartPole-v0"})
     before = model.arena.data.copy()
     optimizer_state = [a.copy() for a in worker.ctx.optimizer.state_dict()["state"][0].values()]
     for _ in range(3):

@@ -57,7 +57,7 @@ def test_box_actions_are_clipped():
 
 
 def test_env_that_raises_in_step_names_env_and_worker():
-    batch = EnvBatch("faulty_env:RaisingCartPole-v0", {"fail_after": 2}, n=2, seed=0, rank=3)
+    batch = EnvBatch("fault_envs:RaisingCartPole-v0", {"fail_after": 2}, n=2, seed=0, rank=3)
     batch.step(np.array([0, 0]))
     batch.step(np.array([0, 0]))
     with pytest.raises(EnvError, match=r"RaisingCartPole-v0 \(worker 3, env 0\) raised in step: "
@@ -73,6 +73,6 @@ def test_env_that_cannot_be_built_names_env_and_worker():
 
 def test_env_id_problem():
     assert env_id_problem("CartPole-v1") is None
-    assert env_id_problem("faulty_env:RaisingCartPole-v0") is None
+    assert env_id_problem("fault_envs:RaisingCartPole-v0") is None
     assert "registered gymnasium environment id" in env_id_problem("CartPoel-v1")
     assert "importing 'no_such_module' failed" in env_id_problem("no_such_module:X-v0")

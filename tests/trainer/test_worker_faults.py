@@ -101,11 +101,11 @@ def test_signal_stops_with_final_checkpoint_exit_zero_and_resumes(logdir, signum
 
 def test_worker_exception_is_reported_with_traceback_env_and_rank(logdir):
     config = write_config(logdir.parent / "c.yaml", tiny_config(
-        env={"id": "faulty_env:RaisingCartPole-v0", "kwargs": {"fail_after": 200}}, trainer=LONG))
+        env={"id": "fault_envs:RaisingCartPole-v0", "kwargs": {"fail_after": 200}}, trainer=LONG))
     done = run_cli("train", "--config", config, "--logdir", logdir)
     assert done.returncode == 1
     assert re.search(r"^worker (\d) raised an exception: framework.envs.EnvError: environment "
-                     r"faulty_env:RaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: injected "
+                     r"fault_envs:RaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: injected "
                      r"fault in step\nTraceback \(most recent call last\):", done.stderr, flags=re.MULTILINE), done.stderr
     assert "\nRuntimeError: injected fault in step\n" in done.stderr  # the env's own traceback, chained
     assert "stopping the run (on_worker_failure: abort): worker" in done.stderr
@@ -116,7 +116,7 @@ def test_worker_exception_is_reported_with_traceback_env_and_rank(logdir):
 
 def test_restart_policy_restarts_then_gives_up(logdir):
     config = write_config(logdir.parent / "c.yaml", tiny_config(
-        env={"id": "faulty_env:RaisingCartPole-v0", "kwargs": {"fail_after": 100}},
+        env={"id": "fault_envs:RaisingCartPole-v0", "kwargs": {"fail_after": 100}},
         trainer={**LONG, "workers": 1, "on_worker_failure": "restart", "max_restarts": 2}))
     done = run_cli("train", "--config", config, "--logdir", logdir)
     assert done.returncode == 1
@@ -168,7 +168,7 @@ def test_sigkill_of_the_main_process_leaves_no_worker(logdir):
 
 def test_non_finite_updates_are_never_applied_and_stop_the_run(logdir):
     config = write_config(logdir.parent / "c.yaml", tiny_config(
-        env={"id": "faulty_env:NanRewardCartPole-v0"}, algorithm={"max_nonfinite_updates": 5}, trainer=LONG))
+        env={"id": "fault_envs:NonFiniteCartPole-v0"}, algorithm={"max_nonfinite_updates": 5}, trainer=LONG))
     done = run_cli("train", "--config", config, "--logdir", logdir)
     assert done.returncode == 1
     assert "updates in a row with a non-finite loss or gradient (algorithm.max_nonfinite_updates = 5)" in done.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from run_configs import cartpole_config
 
-HERE = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 BIN = Path(sys.executable).parent
 
 
@@ -23,9 +23,9 @@ def write_config(path: Path, config: dict) -> Path:
 
 
 def cli_env() -> dict:
-    """The environment for CLI subprocesses: this directory importable (faulty_env)."""
+    """The environment for CLI subprocesses: tests/support importable (fault_envs)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(SUPPORT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
 

@@ -1,4 +1,8 @@
-"""CartPole variants that fail on purpose, for the fault tests: use them as `fault_envs:<id>` in a config."""
+"""CartPole variants that fail on purpose, for the fault tests: use them as `fault_envs:<id>` in a config.
+
+tests/support is on sys.path in the test process (pyproject's pytest `pythonpath`) and on
+PYTHONPATH in the `train` subprocesses the tests start.
+"""
 import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
 
@@ -42,5 +46,5 @@ class NonFiniteCartPole(CartPoleEnv):
         return obs, reward, terminated, truncated, info
 
 
-gym.register("FaultRaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
-gym.register("FaultNonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
+gym.register("RaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
+gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
