@@ -31,17 +31,11 @@ def parse_device(device: Any) -> str:
 
 
 def cupy_module() -> ModuleType:
-    """The cupy module, imported on demand; RuntimeError explaining how to get it otherwise.
-
-    Importing framework never imports CuPy (about a second per spawned worker);
-    the first use of a CUDA device does, and registers cuda_ipc's reducer then.
-    """
+    """The cupy module, imported on demand; RuntimeError explaining how to get it otherwise."""
     try:
         import cupy
     except ImportError as exc:  # pragma: no cover - depends on the machine
         raise RuntimeError(f"CUDA tensors need CuPy, which is not importable ({exc}); {_CUDA_HINT}") from None
-    import cuda_ipc  # noqa: F401  (registers the CuPy reducer)
-
     return cupy
 
 

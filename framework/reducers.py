@@ -12,6 +12,7 @@ with its arena intact (see ParameterArena).
 """
 from __future__ import annotations
 
+import importlib.util
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
@@ -22,6 +23,9 @@ import sharing  # noqa: F401  (registers the shared ndarray reducer this one bui
 from .nn.arena import Layout, ParameterArena
 from .nn.parameter import Parameter, _arena_parameter
 from .tensor import Tensor, wrap
+
+if importlib.util.find_spec("cupy") is not None:
+    import cuda_ipc  # noqa: F401  (registers the CuPy reducer)
 
 NON_LEAF_MESSAGE = (
     "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not support crossing "
@@ -44,8 +48,6 @@ def _shared_data(tensor: Tensor) -> Any:
         raise RuntimeError(NON_LEAF_MESSAGE)
     if isinstance(tensor._data, np.ndarray):
         tensor.share_memory_()
-    else:
-        import cuda_ipc  # noqa: F401  (a CuPy array made outside framework: register its reducer now)
     return tensor._data
 
 
