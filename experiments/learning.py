@@ -10,7 +10,7 @@ return over the last 100 episodes, mean ± std over seeds, wall time, env
 steps, seconds to the target) and learning.png (the curves).
 
 usage: python experiments/learning.py [--seeds 3] [--cartpole-seconds 60] [--acrobot-seconds 60]
-           [--lunarlander-seconds 360] [--pendulum-seconds 90] [--full-budget]
+           [--lunarlander-seconds 360] [--pendulum-seconds 150] [--full-budget]
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ TASKS = (
     Task("cartpole", "CartPole-v1", "a3c.yaml", 475, 60),
     Task("acrobot", "Acrobot-v1", "a3c_acrobot.yaml", -100, 60),
     Task("lunarlander", "LunarLander-v3", "a3c_lunarlander.yaml", 200, 360, needs="Box2D"),
-    Task("pendulum", "Pendulum-v1", "a3c_pendulum.yaml", -200, 90),
+    Task("pendulum", "Pendulum-v1", "a3c_pendulum.yaml", -200, 150),
 )
 
 
