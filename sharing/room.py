@@ -63,9 +63,9 @@ _NO_LIMIT_V1 = 1 << 60
 def memory_cgroup_files(proc_cgroup: str, root: str = CGROUP_ROOT) -> tuple[str, str] | None:
     """(limit file, usage file) of the memory cgroup that /proc/self/cgroup text names, v2 or v1; None if none.
 
-    Inside a container the named path may not exist under root (a cgroup
-    namespace shows the container's own cgroup as "/"): the root's files are
-    then the container's.
+    A container without a cgroup namespace sees the host's path in
+    /proc/self/cgroup, which does not exist under its own cgroup mount: the
+    mounted root's files are then the container's.
     """
     for line in proc_cgroup.splitlines():
         _, controllers, path = line.split(":", 2)

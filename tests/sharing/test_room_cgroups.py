@@ -44,7 +44,7 @@ def test_usage_above_the_limit_leaves_no_room(tmp_path):
 
 
 def test_a_path_hidden_by_a_cgroup_namespace_falls_back_to_the_root(tmp_path):
-    """In a container /proc/self/cgroup may name the host's path; the mounted root holds the container's files."""
+    """A container without a cgroup namespace sees the host's path; its mounted root holds its own files."""
     _write(tmp_path, memory_max="2000", memory_current="500")
     assert cgroup_room(memory_cgroup_files("0::/kubepods/pod1/ctr\n", str(tmp_path))) == 1500
 
