@@ -108,7 +108,8 @@ def logsumexp(x: Tensor, axis: Optional[Any] = None, keepdims: bool = False) -> 
     data = x._data
     axes = normalize_axes(axis, data.ndim)
     peak = _stable_max(data, axes)
-    kept = np.log(np.exp(data - peak).sum(axis=axes, keepdims=True)) + peak
+    with np.errstate(divide="ignore"):  # all -inf along an axis: log(0) = -inf, as torch gives, without a warning
+        kept = np.log(np.exp(data - peak).sum(axis=axes, keepdims=True)) + peak
     out = kept if keepdims else (kept.reshape(()) if axes is None else kept.squeeze(axis=axes))
     if _record(x):
         shape = data.shape
