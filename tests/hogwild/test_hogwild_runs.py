@@ -31,7 +31,8 @@ def test_mlp_reaches_the_target_accuracy_and_stops(mlp_run):
 
 def test_mlp_logs_test_accuracy_to_tensorboard(mlp_run):
     accuracy = scalars(mlp_run, "eval/test_accuracy")
-    assert len(accuracy) >= 2 and max(accuracy) >= 0.4 and accuracy[0] < accuracy[-1]
+    # The first evaluation comes after eval_every_s of training, which may already have met the target.
+    assert len(accuracy) >= 2 and max(accuracy) >= 0.4 and accuracy[-1] >= 0.3  # chance is 0.1
     assert len(scalars(mlp_run, "eval/test_loss")) == len(accuracy)
     assert scalars(mlp_run, "final/test_accuracy") == [pytest.approx(accuracy[-1])]
     losses = scalars(mlp_run, "train/loss")
