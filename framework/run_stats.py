@@ -4,10 +4,13 @@ No queue traffic while training: each worker adds to its counters once per
 update, appends finished episodes to its own ring buffer, and sums the
 algorithm's per-update metrics (losses, entropy, ...). The monitor takes
 snapshots and turns differences between them into rates and means. One writer
-per row, so no locks are needed.
+per row, so no locks are needed; an update's counters and metric sums are
+written under a per-row sequence number (a seqlock) so that a snapshot never
+pairs one update's metrics with the count before it.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -15,9 +18,11 @@ import numpy as np
 
 import sharing
 
-# Columns of the int64 counter table.
-STEPS, UPDATES, EPISODES, SKIPPED, SKIP_STREAK, LAG_SUM = range(6)
-_COUNTERS = 6
+# Columns of the int64 counter table. SEQ is odd while the row's writer is in add_update.
+STEPS, UPDATES, EPISODES, SKIPPED, SKIP_STREAK, LAG_SUM, SEQ = range(7)
+_COUNTERS = 7
+_SNAPSHOT_TRIES = 200
+_SNAPSHOT_WAIT_S = 0.0002
 
 
 class RunStats:
@@ -43,8 +48,19 @@ class RunStats:
         self.stop_flag[0] = 1
 
     def snapshot(self) -> "StatsSnapshot":
-        """Copies of the counters and metric sums at this moment."""
-        return StatsSnapshot(self.counters.copy(), self.metric_sums.copy())
+        """Copies of the counters and metric sums at this moment, each row between two updates.
+
+        Retries while a writer is inside add_update; after about 40 ms (a writer
+        descheduled or killed mid-update) it takes what it read.
+        """
+        for _ in range(_SNAPSHOT_TRIES):
+            seq = self.counters[:, SEQ].copy()
+            counters = self.counters.copy()
+            sums = self.metric_sums.copy()
+            if not (seq % 2).any() and (self.counters[:, SEQ] == seq).all():
+                break
+            time.sleep(_SNAPSHOT_WAIT_S)
+        return StatsSnapshot(counters, sums)
 
     def new_episodes(self, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(returns, lengths) finished since `seen` (per-worker episode counts, updated in place).
@@ -102,6 +118,7 @@ class WorkerStats:
         self._episodes = stats.episodes[rank]
         self._ring = stats.ring
         self._stop = stats.stop_flag
+        self._row[SEQ] += self._row[SEQ] % 2  # a predecessor killed inside add_update left it odd
 
     def should_stop(self) -> bool:
         """True once the monitor asked the workers to stop."""
@@ -130,10 +147,12 @@ class WorkerStats:
 
     def add_update(self, metrics: Sequence[float], lag: int) -> None:
         """Count one applied update with its metric values and policy lag."""
+        self._row[SEQ] += 1
         self._sums[:len(metrics)] += metrics
         self._row[LAG_SUM] += lag
         self._row[SKIP_STREAK] = 0
         self._row[UPDATES] += 1
+        self._row[SEQ] += 1
 
     def add_skipped(self) -> int:
         """Count an update not applied (non-finite loss or gradient); returns the current streak."""

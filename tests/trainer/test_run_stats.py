@@ -1,9 +1,10 @@
 """RunStats: per-worker counters, episode rings and metric sums in shared memory, read by the monitor."""
 import multiprocessing
+import time
 
 import numpy as np
 
-from framework.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
+from framework.run_stats import EPISODES, LAG_SUM, SEQ, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
 
 
 def test_counters_metrics_and_lag():
@@ -73,3 +74,39 @@ def test_a_spawned_worker_writes_into_the_same_memory():
     snap = stats.snapshot()
     assert snap.total(STEPS) == 7 and snap.total(LAG_SUM) == 3 and snap.metric_sums[1, 0] == 1.5
     assert stats.new_episodes(np.zeros(2, dtype=np.int64))[0].tolist() == [42.0]
+
+
+def _hammer(stats, seconds):
+    w = stats.writer(0)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        w.add_update([1.0, 2.0], lag=1)
+        time.sleep(0.00005)  # a real worker spends a rollout between updates; keep the writes dense all the same
+
+
+def test_snapshots_never_tear_an_update_from_its_count():
+    """Means between snapshots taken while a worker updates are exact: metrics and counts are read together."""
+    stats = RunStats(1, ("lr", "loss"))
+    proc = multiprocessing.get_context("fork").Process(target=_hammer, args=(stats, 1.5))
+    proc.start()
+    previous, checked = stats.snapshot(), 0
+    while proc.is_alive():
+        snap = stats.snapshot()
+        means = snap.metric_means(previous, stats.metrics)
+        if means:
+            assert means == {"lr": 1.0, "loss": 2.0}
+            assert snap.total(LAG_SUM) == snap.total(UPDATES) and snap.metric_sums[0, 0] == snap.total(UPDATES)
+            checked += 1
+        previous = snap
+    proc.join(10)
+    assert proc.exitcode == 0 and checked > 100
+
+
+def test_a_writer_killed_inside_an_update_does_not_block_snapshots():
+    stats = RunStats(2, ("loss",))
+    stats.counters[1, SEQ] = 7  # as a worker SIGKILLed between the two halves of add_update leaves it
+    start = time.monotonic()
+    stats.snapshot()
+    assert time.monotonic() - start < 1.0
+    stats.writer(1).add_update([1.0], lag=0)  # its replacement evens the sequence first
+    assert stats.counters[1, SEQ] % 2 == 0
