@@ -31,7 +31,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from common import REPO, fmt_ratio, markdown_table, write_result
 
-TRAIN = "import sys; from framework.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
+TRAIN = "import sys; from framework.train.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
 DEVICES = ("cpu", "cuda:0")
 COMMON = ("trainer.workers=2", "trainer.start_method=spawn", "logging.progress=false", "logging.log_every_s=0.5",
           "logging.histogram_every=0")

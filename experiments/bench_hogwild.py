@@ -28,7 +28,7 @@ from pathlib import Path
 
 from common import REPO, fmt_ratio, markdown_table, run_baseline, torch_available, write_result
 
-TRAIN = "import sys; from framework.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
+TRAIN = "import sys; from framework.train.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
 
 
 def children_cpu_seconds() -> float:

@@ -28,7 +28,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from common import REPO, RESULTS, markdown_table, write_result
 
-TRAIN = "import sys; from framework.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
+TRAIN = "import sys; from framework.train.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from framework.algorithms.base import Algorithm
 
 _MODULES: dict[str, str] = {
-    "a3c": "framework.algorithms.a3c",
-    "hogwild": "framework.algorithms.hogwild",
+    "a3c": "framework.algorithms.a3c.plugin",
+    "hogwild": "framework.algorithms.hogwild.plugin",
 }
 _LOADED: dict[str, "Algorithm"] = {}
 

@@ -22,8 +22,19 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from framework import nn, optim
-from framework.config import Config, Field
-from framework.run_stats import WorkerStats
+from framework.train.run_stats import WorkerStats
+from framework.train.schema import Field
+
+Config = dict[str, Any]
+
+DEFAULT_WINDOW = 100
+"""Episodes in the window of recent returns that the monitor logs and summary.json reports."""
+
+MLP_SCHEMA: dict[str, Field] = {
+    "hidden": Field("int_list", [128], low=1, high=65536),
+    "activation": Field("str", "relu", choices=("relu", "tanh")),
+}
+"""The `model` keys of a plugin whose model is (or starts with) an MLP."""
 
 COMMON_SCHEMA: dict[str, Field] = {
     "max_nonfinite_updates": Field("int", 100, low=1),
@@ -65,10 +76,15 @@ class Algorithm(abc.ABC):
     name: str = ""
     schema: Mapping[str, Field] = {}
     """Keys of the `algorithm` section besides `name` (COMMON_SCHEMA is added)."""
-    extra_sections: Mapping[str, Any] = {}
-    """Top-level config sections only this algorithm uses, as schema mappings."""
+    sections: Mapping[str, Any] = {}
+    """Config sections this algorithm owns (e.g. `env`, `model`, `dataset`) and keys it adds to the core ones
+    (e.g. `trainer.target_return`), as schema mappings merged into the core schema."""
+    experiment: str = "run"
+    """The default `experiment` (the run directory's prefix)."""
+    hparams: tuple[str, ...] = ("optimizer.name", "optimizer.lr", "trainer.workers")
+    """The default `logging.hparams`: config keys recorded as TensorBoard hparams."""
     metrics: tuple[str, ...] = ()
-    """Per-update numbers a worker reports with `stats.add_update`, logged as train/<name>."""
+    """Names of the per-update numbers a worker reports with `stats.add_update`, logged as train/<name>."""
     evaluate_at_end: bool = False
     """Evaluate once more when the run ends and put the metrics into summary.json."""
 
@@ -78,6 +94,14 @@ class Algorithm(abc.ABC):
 
     def check_config(self, config: Config) -> None:
         """Cross-key checks beyond the schema; raise ConfigError. Default: none."""
+
+    def window(self, config: Config) -> int:
+        """Episodes in the window of recent returns (logged, in summary.json, and the stopping criterion)."""
+        return DEFAULT_WINDOW
+
+    def target_return(self, config: Config) -> float | None:
+        """Stop once the window's mean return reaches this; None (the default): never."""
+        return None
 
     @abc.abstractmethod
     def build_model(self, config: Config) -> nn.Module:

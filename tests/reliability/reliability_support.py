@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,13 +22,13 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable
 
-import yaml
 from run_configs import cartpole_config
+from train_cli import cli_command, cli_env, only_run_dir, write_config
+
+__all__ = ["only_run_dir", "write_config"]  # the suite's own helpers, imported here by the reliability tests
 
 TAG_ENV = "HOGSHARE_RELIABILITY_TAG"
 HERE = Path(__file__).resolve().parent
-SUPPORT = HERE.parent / "support"
-BIN = Path(sys.executable).parent
 SHM_DIR = Path("/dev/shm")
 MANAGER_ENV = "HOGSHARE_SHM_MANAGER"
 GRACE_ENV = "HOGSHARE_SHM_MANAGER_GRACE_S"
@@ -40,12 +39,6 @@ _GROUP_IN_MAPS = re.compile(rb"/dev/shm/hogshare_([0-9a-f]+)_")
 def fast_config(**sections) -> dict:
     """A config for a few seconds of CartPole with forked workers and no progress bar; sections override keys."""
     return cartpole_config(experiment="rel", seed=3, total_steps=10**9, max_seconds=120, log_every_s=0.5, **sections)
-
-
-def write_config(path: Path, config: dict) -> Path:
-    """Write config as YAML to path and return path."""
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 # -- /proc ---------------------------------------------------------------------------------------
@@ -176,9 +169,8 @@ class Watch:
 
     def env(self, **extra: str) -> dict[str, str]:
         """The environment for a test's subprocess: tagged, its own manager group and TMPDIR, fault_envs importable."""
-        env = {k: v for k, v in os.environ.items() if k != MANAGER_ENV}
-        env.update({TAG_ENV: self.tag, "TMPDIR": str(self.tmpdir), GRACE_ENV: "0.5",
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")]))})
+        env = cli_env({k: v for k, v in os.environ.items() if k != MANAGER_ENV})
+        env.update({TAG_ENV: self.tag, "TMPDIR": str(self.tmpdir), GRACE_ENV: "0.5"})
         env.update(extra)
         return env
 
@@ -232,7 +224,7 @@ class Train:
 
     def __init__(self, watch: Watch, *args: object, command: str = "train", prefix: Iterable[str] = (),
                  env: dict[str, str] | None = None, **popen):
-        argv = [*prefix, str(BIN / command), *map(str, args)]
+        argv = [*prefix, *cli_command(command), *map(str, args)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env or watch.env(), **popen)
         self.pid = self.proc.pid
@@ -282,15 +274,8 @@ class Train:
 def run_cli(watch: Watch, *args: object, command: str = "train", timeout: float = 120,
             **popen) -> subprocess.CompletedProcess:
     """Run a console script to the end in the test's environment."""
-    return subprocess.run([str(BIN / command), *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([*cli_command(command), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=popen.pop("env", None) or watch.env(), **popen)
-
-
-def only_run_dir(logdir: Path) -> Path:
-    """The one run directory train made in logdir."""
-    runs = [p for p in logdir.iterdir() if p.is_dir()]
-    assert len(runs) == 1, runs
-    return runs[0]
 
 
 def wait_for_file(path: Path, timeout: float = 60) -> Path:

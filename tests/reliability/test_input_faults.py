@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from framework.checkpoint import load_checkpoint
+from framework.train.checkpoint import load_checkpoint
 from reliability_support import Watch, fast_config, only_run_dir, run_cli, write_config
 
 pytestmark = pytest.mark.timeout(120)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from framework.checkpoint import load_checkpoint
+from framework.train.checkpoint import load_checkpoint
 from reliability_support import (GRACE_ENV, HERE, Train, cmdline, fast_config, group_names, is_alive, mapped_groups,
                                  only_run_dir, run_cli, still_alive, wait_for_file, wait_for_run_dir, wait_until,
                                  worker_pids, write_config)
@@ -169,7 +169,7 @@ def test_environment_raising_in_step_is_reported_and_stops_the_run(watch, tmp_pa
         trainer={"start_method": "spawn"}))
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 1, done.stderr
-    report = re.search(r"^worker (\d) raised an exception: framework\.envs\.EnvError: environment "
+    report = re.search(r"^worker (\d) raised an exception: framework\.algorithms\.a3c\.envs\.EnvError: environment "
                        r"fault_envs:RaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: "
                        r"injected fault in step\nTraceback \(most recent call last\):\n(.*\n)*?"
                        r"RuntimeError: injected fault in step\n", done.stderr, re.MULTILINE)

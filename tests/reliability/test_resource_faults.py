@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from framework import algorithms
-from framework.checkpoint import load_checkpoint
-from framework.config import validate
+from framework.train.checkpoint import load_checkpoint
+from framework.train.config import validate
 from reliability_support import (HERE, Train, can_mount, fast_config, fill, in_private_tmpfs, only_run_dir,
                                  remount, run_cli, wait_for_file, wait_for_run_dir, wait_until,
                                  write_config)

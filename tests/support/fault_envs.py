@@ -3,6 +3,8 @@
 tests/support is on sys.path in the test process (pyproject's pytest `pythonpath`) and on
 PYTHONPATH in the `train` subprocesses the tests start.
 """
+import time
+
 import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
 
@@ -46,5 +48,20 @@ class NonFiniteCartPole(CartPoleEnv):
         return obs, reward, terminated, truncated, info
 
 
+class StallingCartPole(CartPoleEnv):
+    """Sleeps `seconds` in step once it has taken `stall_after` steps: a worker that cannot stop in time."""
+
+    def __init__(self, stall_after: int = 50, seconds: float = 60.0, **kwargs):
+        super().__init__(**kwargs)
+        self.stall_after, self.seconds, self.steps = stall_after, seconds, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps > self.stall_after:
+            time.sleep(self.seconds)
+        return super().step(action)
+
+
 gym.register("RaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
 gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
+gym.register("StallingCartPole-v0", entry_point=StallingCartPole, max_episode_steps=500)

@@ -1,0 +1,126 @@
+"""A3C: n-step advantage actor-critic, workers updating a shared model lock-free (the `a3c` plugin).
+
+The plugin owns the `env`, `model` and `algorithm` sections and the return
+target (`trainer.target_return`, `target_window`); the model is in
+`a3c.model`, the worker loop in `a3c.worker`, the environments in `a3c.envs`.
+Image observations (channels, height, width), such as stacked Atari frames,
+pass through the A3C paper's two convolutions first.
+"""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+import framework
+from framework import nn
+from framework.algorithms.a3c.envs import EnvBatch, EnvError, env_id_problem, make_env
+from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
+from framework.algorithms.a3c.worker import Worker
+from framework.algorithms.base import DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
+from framework.device import to_device, to_host
+from framework.train.schema import ConfigError, Field
+
+
+def _spaces(config: Config) -> tuple[tuple[int, ...], int, bool]:
+    """(observation shape, action count or dimension, continuous) of the config's environment."""
+    try:
+        env = make_env(config["env"]["id"], config["env"]["kwargs"])
+    except EnvError as exc:
+        raise ConfigError(f"config key 'env.kwargs': got {config['env']['kwargs']!r}; allowed: keyword "
+                          f"arguments {config['env']['id']} accepts ({exc.__cause__})") from None
+    try:
+        obs, act = env.observation_space, env.action_space
+    finally:
+        env.close()
+    for what, space in (("observation", obs), ("action", act)):
+        if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
+            raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with {what} space {space}; "
+                              f"allowed: environments with Discrete or Box spaces")
+    obs_shape = (int(obs.n),) if isinstance(obs, gym.spaces.Discrete) else tuple(int(d) for d in obs.shape)
+    if isinstance(act, gym.spaces.Discrete):
+        return obs_shape, int(act.n), False
+    return obs_shape, int(np.prod(act.shape)), True
+
+
+def _conv_layers(config: Config, obs_shape: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """IMAGE_CONV for (C, H, W) observations, none for others; ConfigError when images are too small for it."""
+    if len(obs_shape) != 3:
+        return ()
+    if min(conv_output_sides(obs_shape[1:], IMAGE_CONV)) < 1:
+        raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with observations of shape "
+                          f"{obs_shape}; allowed: (channels, height, width) observations of at least 20x20 "
+                          f"for the convolutions of the A3C image model")
+    return IMAGE_CONV
+
+
+class A3C(Algorithm):
+    """The `a3c` algorithm plugin."""
+
+    name = "a3c"
+    schema = {
+        "gamma": Field("float", 0.99, low=0.0, high=1.0),
+        "gae_lambda": Field("float", 1.0, low=0.0, high=1.0),
+        "n_steps": Field("int", 20, low=1, high=100_000),
+        "entropy_coef": Field("float", 0.01, low=0.0),
+        "value_coef": Field("float", 0.5, low=0.0),
+        "max_grad_norm": Field("float", 40.0, low=0.0, low_open=True),
+        "normalize_advantages": Field("bool", False),
+    }
+    sections = {
+        "env": {
+            "id": Field("str", "CartPole-v1", check=env_id_problem),
+            "kwargs": Field("mapping", {}),
+            "envs_per_worker": Field("int", 4, low=1, high=4096),
+        },
+        "model": {**MLP_SCHEMA, "lstm": Field("bool", False)},
+        "trainer": {
+            "target_return": Field("float", 475.0, nullable=True),
+            "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
+        },
+    }
+    experiment = "a3c-cartpole"
+    hparams = ("optimizer.name", "optimizer.lr", "algorithm.n_steps", "env.envs_per_worker", "trainer.workers",
+               "model.hidden")
+    metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr")
+
+    def window(self, config: Config) -> int:
+        return config["trainer"]["target_window"]
+
+    def target_return(self, config: Config) -> float | None:
+        return config["trainer"]["target_return"]
+
+    def check_config(self, config: Config) -> None:
+        """The environment must build (with env.kwargs) and have Discrete or Box spaces (images of at least 20x20)."""
+        _conv_layers(config, _spaces(config)[0])
+
+    def build_model(self, config: Config) -> ActorCritic:
+        obs_shape, n_actions, continuous = _spaces(config)
+        m = config["model"]
+        return ActorCritic(obs_shape, m["hidden"], m["activation"], m["lstm"], n_actions, continuous,
+                           _conv_layers(config, obs_shape))
+
+    def run_worker(self, ctx: WorkerContext) -> None:
+        Worker(self.build_model(ctx.config), ctx).run()
+
+    def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
+        """Greedy episodes (most likely action, or the mean action), one per environment in a batch."""
+        envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed)
+        returns = np.full(episodes, np.nan)
+        state = model.initial_state(episodes)
+        try:
+            with framework.no_grad():
+                while np.isnan(returns).any():
+                    head, state = model.policy_array(to_device(envs.obs, model.device), state)
+                    head = to_host(head)
+                    out = envs.step(head if model.continuous else np.argmax(head, axis=1))
+                    for i, ret in zip(out.episode_index, out.episode_returns):
+                        if np.isnan(returns[i]):
+                            returns[i] = ret
+        finally:
+            envs.close()
+        mean, std = float(returns.mean()), float(returns.std())
+        return Evaluation({"return_mean": mean, "return_std": std},
+                          f"return over {episodes} greedy episodes: {mean:.1f} ± {std:.1f}")
+
+
+ALGORITHM = A3C()

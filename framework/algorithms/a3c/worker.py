@@ -1,0 +1,198 @@
+"""The A3C worker loop: sync from the shared arena, roll out n steps, compute the loss, apply the gradient.
+
+Each worker steps `env.envs_per_worker` environments with one batched no-grad
+forward pass per step, then runs one forward+backward pass over the whole
+(n_steps x envs) rollout: GAE(lambda) advantages (lambda = 1 is the classic
+n-step return), an entropy bonus, a value loss, gradient clipping. Bootstraps
+on truncation (time limits) but not on termination. The local model syncs from
+the shared parameter arena with one copy; its gradient goes to the shared
+optimizer with one copy and one fused step. A loss or gradient that is not
+finite is never applied.
+
+On a GPU (`trainer.device: cuda:N`) the local model, the sampling and the
+update run on the device: each step moves the batch of observations there in
+one copy and the sampled actions back in one; an update moves the rollout
+there once and the values back once (advantages are computed on the host).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import framework
+from framework.algorithms.a3c.envs import EnvBatch
+from framework.algorithms.a3c.model import ActorCritic
+from framework.algorithms.base import WorkerContext, learning_rate
+from framework.device import array_module, to_device, to_host
+from framework.optim.clip import grad_norm
+from framework.random import standard_normal, uniform
+
+
+def advantages(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, gamma: float,
+               lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """GAE(lambda) advantages and value targets for a (T, E) rollout; values is (T+1, E) with the bootstrap last."""
+    adv = np.empty_like(rewards)
+    running = np.zeros_like(rewards[0])
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        keep = 1.0 - dones[t]
+        delta = rewards[t] + gamma * keep * values[t + 1] - values[t]
+        running = delta + gamma * lam * keep * running
+        adv[t] = running
+    return adv, adv + values[:-1]
+
+
+class Worker:
+    """One worker's rollout buffers, local model and update step."""
+
+    def __init__(self, local: ActorCritic, ctx: WorkerContext):
+        cfg = ctx.config
+        self.ctx, self.algo_cfg = ctx, cfg["algorithm"]
+        self.opt_cfg, self.total_steps = cfg["optimizer"], cfg["trainer"]["total_steps"]
+        self.device = ctx.device
+        framework.manual_seed(ctx.seed)  # the action noise comes from framework's generator for the device
+        self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], cfg["env"]["envs_per_worker"],
+                             seed=ctx.seed % (2**31), rank=ctx.rank)
+        self.local = local.to(self.device)
+        self.local_arena = self.local.pack_parameters()
+        self.shared_arena = ctx.model.arena
+        T, E = self.algo_cfg["n_steps"], len(self.envs)
+        self.T, self.E = T, E
+        self.obs = np.zeros((T + 1, E, *self.envs.obs_shape), dtype=np.float32)
+        continuous = self.local.continuous
+        self.actions = np.zeros((T, E, self.local.pi.out_features) if continuous else (T, E),
+                                dtype=np.float32 if continuous else np.int64)
+        self.rewards = np.zeros((T, E), dtype=np.float32)
+        self.dones = np.zeros((T, E), dtype=np.float32)
+        self.state = self.state0 = self.local.initial_state(E)
+
+    def _tensor(self, array: np.ndarray) -> Any:
+        """A host array as a tensor on the worker's device: itself on the CPU, one copy to a GPU."""
+        return framework.as_tensor(to_device(array, self.device))
+
+    def _act(self, obs: np.ndarray) -> np.ndarray:
+        """Sample actions on the device for a batch of host observations (no grad); advances the LSTM state.
+
+        Discrete actions use the Gumbel-max trick, continuous ones mean + std * noise.
+        """
+        head, self.state = self.local.policy_array(to_device(obs, self.device), self.state)
+        xp = array_module(head)
+        if self.local.continuous:
+            std = xp.exp(self.local.log_std.data_array)
+            actions = head + std * standard_normal(head.shape, head.dtype, self.device)
+        else:
+            gumbel = -xp.log(-xp.log(uniform(head.shape, head.dtype, device=self.device) + 1e-12) + 1e-12)
+            actions = xp.argmax(head + gumbel, axis=1)
+        return to_host(actions)
+
+    def _values(self, obs: np.ndarray, state: tuple[Any, Any] | None) -> np.ndarray:
+        """V(obs) on the host for host observations."""
+        return to_host(self.local(self._tensor(obs), state)[1].data_array)
+
+    def _mask_state(self, done: np.ndarray) -> None:
+        if self.state is not None and done.any():
+            keep = self._tensor((1.0 - done)[:, None])
+            self.state = (self.state[0] * keep, self.state[1] * keep)
+
+    def rollout(self) -> None:
+        """Collect n_steps from every env with the local model."""
+        gamma = self.algo_cfg["gamma"]
+        self.state0 = self.state
+        returns: list[float] = []
+        lengths: list[int] = []
+        with framework.no_grad():
+            for t in range(self.T):
+                self.obs[t] = self.envs.obs
+                actions = self._act(self.obs[t])
+                self.actions[t] = actions
+                out = self.envs.step(actions)
+                self.rewards[t] = out.rewards
+                done = out.terminated | out.truncated
+                self.dones[t] = done
+                if out.truncated_index.size:  # a time limit is not a real end: bootstrap from V(last obs)
+                    rows = to_device(out.truncated_index, self.device)
+                    sub = None if self.state is None else tuple(s[rows] for s in self.state)
+                    self.rewards[t, out.truncated_index] += gamma * self._values(out.truncated_obs, sub)
+                self._mask_state(done)
+                returns += out.episode_returns
+                lengths += out.episode_lengths
+        self.obs[self.T] = self.envs.obs
+        self.ctx.stats.add_steps(self.T * self.E)
+        if returns:
+            self.ctx.stats.add_episodes(returns, lengths)
+
+    def _forward_rollout(self) -> tuple[Any, Any]:
+        """Policy heads and values for all (T+1) x E observations, with grad."""
+        flat = self.obs.reshape((self.T + 1) * self.E, *self.obs.shape[2:])
+        if self.local.lstm is None:
+            head, values, _ = self.local(self._tensor(flat))
+            return head, values
+        heads, values, state = [], [], self.state0
+        for t in range(self.T + 1):
+            h, v, state = self.local(self._tensor(self.obs[t]), state)
+            heads.append(h)
+            values.append(v)
+            if t < self.T:
+                keep = self._tensor((1.0 - self.dones[t])[:, None])
+                state = (state[0] * keep, state[1] * keep)
+        return framework.cat(heads, axis=0), framework.cat(values, axis=0)
+
+    def loss(self) -> tuple[Any, dict[str, float]] | None:
+        """The A3C loss over the rollout and its parts (policy_loss, value_loss, entropy).
+
+        None when the forward pass is not finite (a NaN or inf observation): no loss can be built from it.
+        """
+        a, n = self.algo_cfg, self.T * self.E
+        head, values = self._forward_rollout()
+        v = to_host(values.data_array).reshape(self.T + 1, self.E)
+        xp = array_module(head.data_array)
+        if not (bool(xp.isfinite(head.data_array).all()) and np.isfinite(v).all()):
+            return None
+        adv, targets = advantages(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
+        if a["normalize_advantages"]:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        dist = self.local.distribution(head[:n])
+        actions = self._tensor(self.actions.reshape(n, *self.actions.shape[2:]))
+        log_prob = dist.log_prob(actions)
+        entropy = dist.entropy()
+        if self.local.continuous:
+            log_prob, entropy = log_prob.sum(axis=1), entropy.sum(axis=1)
+        policy_loss = -(log_prob * self._tensor(adv.reshape(n))).mean()
+        value_loss = ((values[:n] - self._tensor(targets.reshape(n))) ** 2).mean()
+        entropy = entropy.mean()
+        loss = policy_loss + a["value_coef"] * value_loss - a["entropy_coef"] * entropy
+        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
+
+    def update(self) -> None:
+        """Sync, roll out, compute the gradient, and apply it to the shared parameters if finite."""
+        stats = self.ctx.stats
+        self.local_arena.copy_from(self.shared_arena)
+        synced_at = stats.global_updates()
+        self.rollout()
+        grad = self.local_arena.grad
+        grad[...] = 0.0
+        result = self.loss()
+        if result is None:
+            stats.add_skipped()
+            return
+        loss, parts = result
+        loss.backward()
+        norm = grad_norm(grad)
+        if not (np.isfinite(norm) and np.isfinite(list(parts.values())).all()):
+            stats.add_skipped()
+            return
+        if norm > self.algo_cfg["max_grad_norm"]:
+            grad *= self.algo_cfg["max_grad_norm"] / norm
+        lr = learning_rate(self.opt_cfg, stats.global_steps(), self.total_steps)
+        for group in self.ctx.optimizer.param_groups:
+            group["lr"] = lr
+        self.shared_arena.grad[...] = grad  # one device-to-device copy on a GPU
+        self.ctx.optimizer.step()
+        stats.add_update({**parts, "grad_norm": norm, "lr": lr}, stats.global_updates() - synced_at)
+
+    def run(self) -> None:
+        try:
+            while not self.ctx.stats.should_stop():
+                self.update()
+        finally:
+            self.envs.close()

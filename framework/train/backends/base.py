@@ -1,0 +1,89 @@
+"""The seam between the trainer and where its workers run.
+
+The trainer builds the model, the optimizer and the run statistics in this
+machine's shared memory, then hands them to a backend. The backend starts one
+worker per rank that runs the algorithm's `run_worker` against them, reports
+each worker that ends (cleanly, by an exception with its traceback, or by a
+signal), restarts a rank when the monitor asks, and stops everything at the
+end. The monitor only calls the methods below, so a backend that runs
+workers elsewhere (other machines, exchanging parameters with this one)
+plugs in without touching the monitor, checkpoints or TensorBoard.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from framework.algorithms.base import Algorithm
+from framework.train.run_stats import RunStats
+
+Config = dict[str, Any]
+
+
+def worker_seed(base_seed: int, rank: int, generation: int) -> int:
+    """A seed for worker rank's generation-th start, distinct for every (base, rank, generation)."""
+    return int(np.random.SeedSequence([base_seed, rank, generation]).generate_state(1)[0])
+
+
+@dataclass
+class WorkerExit:
+    """A worker that ended: its rank, whether it finished cleanly, how it ended (one line) and its traceback."""
+
+    rank: int
+    clean: bool
+    summary: str
+    traceback: str = ""
+
+    def report(self) -> str:
+        """The summary line, followed by the traceback when there is one."""
+        return f"{self.summary}\n{self.traceback.rstrip()}" if self.traceback else self.summary
+
+
+@dataclass
+class Launch:
+    """What a backend gets from the trainer: the config, the plugin, and the run's shared objects.
+
+    `generations[rank]` counts the starts of each rank (restarts and resumes
+    included); a backend bumps it before each start and derives the worker's
+    seed from it (`worker_seed`), so a checkpoint carries it across resumes.
+    """
+
+    config: Config
+    algorithm: Algorithm
+    model: Any
+    optimizer: Any
+    stats: RunStats
+    generations: list[int]
+
+
+class Backend(abc.ABC):
+    """Runs the workers of one run; made with a Launch, driven by the monitor."""
+
+    def __init__(self, launch: Launch):
+        self.launch = launch
+        self.restarts = 0
+        """How many times a rank was started again after it ended."""
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Start one worker per rank (`trainer.workers`)."""
+
+    @abc.abstractmethod
+    def poll(self) -> list[WorkerExit]:
+        """Workers that ended since the last call."""
+
+    @abc.abstractmethod
+    def restart(self, rank: int) -> None:
+        """Start rank again, with a new seed, after it ended; counts in `restarts`."""
+
+    @property
+    @abc.abstractmethod
+    def running(self) -> int:
+        """How many workers are running."""
+
+    @abc.abstractmethod
+    def stop(self, timeout_s: float) -> list[WorkerExit]:
+        """Ask every worker to stop, wait up to timeout_s, end any left over; how each one ended."""

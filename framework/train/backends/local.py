@@ -1,0 +1,136 @@
+"""The `local` backend: worker processes on this machine, sharing the model through its shared memory.
+
+A worker runs its algorithm's `run_worker` with the shared model and optimizer,
+with `trainer.device` made current first (for CUDA, after the start-method
+guard; the model's device memory arrived as IPC handles). It dies with the
+main process (`die_with_parent`), ignores SIGINT (the main process decides
+when to stop and tells it through shared memory), and sends its traceback
+over a queue if it raises: the queue carries nothing else. Workers are
+started with `trainer.start_method` and pin BLAS to one thread.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from typing import Any
+
+import sharing
+from framework import algorithms
+from framework.algorithms.base import WorkerContext
+from framework.device import use_device
+from framework.train.backends.base import Backend, Config, Launch, WorkerExit, worker_seed
+from framework.train.run_stats import RunStats
+from sharing import lifecycle
+
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _worker_main(rank: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
+                 errors: Any, shared: Any) -> None:
+    """Entry point of a worker process."""
+    lifecycle.die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        use_device(config["trainer"]["device"])
+        algorithm = algorithms.get(config["algorithm"]["name"])
+        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(rank), shared))
+    except BaseException:
+        errors.put((rank, traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+def describe_exit(rank: int, exitcode: int, tb: str | None) -> WorkerExit:
+    """How a worker process ended, from its exit code and the traceback it sent (if any)."""
+    if exitcode == 0:
+        return WorkerExit(rank, True, f"worker {rank} finished")
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = str(-exitcode)
+        return WorkerExit(rank, False, f"worker {rank} was killed by signal {name}")
+    if tb:
+        return WorkerExit(rank, False, f"worker {rank} raised an exception: {tb.rstrip().splitlines()[-1]}", tb)
+    return WorkerExit(rank, False, f"worker {rank} exited with code {exitcode}")
+
+
+class LocalBackend(Backend):
+    """The worker processes of one run, started with one multiprocessing context."""
+
+    def __init__(self, launch: Launch):
+        super().__init__(launch)
+        config = launch.config
+        self._context = sharing.get_context(config["trainer"]["start_method"])
+        self._shared = launch.algorithm.build_shared(config, self._context)
+        self._errors = self._context.SimpleQueue()
+        self._procs: dict[int, Any] = {}
+        self._saved_env = {k: os.environ.get(k) for k in BLAS_THREAD_VARS}
+        os.environ.update({k: "1" for k in BLAS_THREAD_VARS})  # inherited by spawn/forkserver children
+
+    def _start(self, rank: int) -> None:
+        launch = self.launch
+        launch.generations[rank] += 1
+        seed = worker_seed(launch.config["seed"], rank, launch.generations[rank])
+        proc = self._context.Process(
+            target=_worker_main, name=f"{launch.config['experiment']}-worker-{rank}", daemon=True,
+            args=(rank, seed, launch.config, launch.model, launch.optimizer, launch.stats, self._errors,
+                  self._shared))
+        proc.start()
+        self._procs[rank] = proc
+
+    def start(self) -> None:
+        for rank in range(self.launch.stats.workers):
+            self._start(rank)
+
+    def restart(self, rank: int) -> None:
+        self.restarts += 1
+        self._start(rank)
+
+    @property
+    def running(self) -> int:
+        return len(self._procs)
+
+    def poll(self) -> list[WorkerExit]:
+        ended = {rank: p for rank, p in self._procs.items() if p.exitcode is not None}
+        if not ended:
+            return []
+        tracebacks = self._drain()
+        exits = []
+        for rank, proc in ended.items():
+            del self._procs[rank]
+            proc.join()
+            exits.append(describe_exit(rank, proc.exitcode, tracebacks.get(rank)))
+            proc.close()
+        return exits
+
+    def _drain(self) -> dict[int, str]:
+        tracebacks: dict[int, str] = {}
+        while not self._errors.empty():
+            rank, text = self._errors.get()
+            tracebacks[rank] = text
+        return tracebacks
+
+    def stop(self, timeout_s: float) -> list[WorkerExit]:
+        self.launch.stats.request_stop()
+        deadline = time.monotonic() + timeout_s
+        for proc in self._procs.values():
+            proc.join(max(0.0, deadline - time.monotonic()))
+        late = {rank for rank, proc in self._procs.items() if proc.exitcode is None}
+        lifecycle.terminate_processes([self._procs[rank] for rank in late], grace_s=1.0)
+        exits = self.poll()
+        for ended in exits:
+            if ended.rank in late:
+                ended.summary = (f"worker {ended.rank} did not stop within trainer.join_timeout_s ({timeout_s:g} s) "
+                                 f"and was terminated by the trainer")
+        self._errors.close()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        return exits
+
+
+BACKEND = LocalBackend

@@ -1,0 +1,248 @@
+"""Experiment configs: the core schema, YAML loading, `--set` overrides and the run directory's config.yaml.
+
+A config is a nested dict of plain values. `load_config` reads a YAML file with
+`yaml.safe_load`, applies `key.path=value` overrides, fills in defaults and
+checks every key; anything wrong raises `ConfigError`, whose one-line message
+names the key path, the value given and what is allowed.
+
+The core schema holds what every run has: experiment, seed, optimizer,
+trainer, logging. The algorithm a config names (`algorithm.name`, see
+`framework.algorithms`) brings its own sections (`env` and `model` for A3C,
+`dataset` for Hogwild), its `algorithm` keys, keys it adds to core sections
+(A3C's `trainer.target_return`) and the defaults it prefers (`experiment`,
+`logging.hparams`).
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import yaml
+
+from framework import algorithms
+from framework.train import backends
+from framework.train.schema import ConfigError, Field, bad_value, merge_schemas, short_repr, validate_section
+
+Config = dict[str, Any]
+
+def _check_device(value: str) -> str | None:
+    if value == "cpu" or re.fullmatch(r"cuda:\d+", value):
+        return None
+    return "cpu or cuda:N (N a device index)"
+
+
+def _check_name(value: str) -> str | None:
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        return None
+    return "a name of letters, digits, '.', '_' and '-' (it prefixes the run directory)"
+
+
+CORE_SCHEMA: dict[str, Any] = {
+    "experiment": Field("str", "run", check=_check_name),
+    "seed": Field("int", 0, low=0, high=2**31 - 1),
+    "optimizer": {
+        "name": Field("str", "adam", choices=("adam", "rmsprop", "sgd")),
+        "lr": Field("float", 0.001, low=0.0, low_open=True),
+        "betas": Field("float_list", [0.9, 0.999], low=0.0, high=1.0,
+                       check=lambda v: None if len(v) == 2 and max(v) < 1.0 else "two numbers in [0, 1)"),
+        "eps": Field("float", 1e-8, low=0.0, low_open=True),
+        "alpha": Field("float", 0.99, low=0.0, high=1.0),
+        "momentum": Field("float", 0.0, low=0.0, high=1.0),
+        "weight_decay": Field("float", 0.0, low=0.0),
+        "lr_decay": Field("str", "none", choices=("none", "linear")),
+        "lr_end_factor": Field("float", 0.0, low=0.0, high=1.0),
+    },
+    "trainer": {
+        "workers": Field("int", 2, low=1, high=1024),
+        "start_method": Field("str", "spawn", choices=("spawn", "forkserver", "fork")),
+        "sharing_strategy": Field("str", "file_descriptor", choices=("file_descriptor", "file_system")),
+        "device": Field("str", "cpu", check=_check_device),
+        "backend": Field("str", "local", choices=backends.names()),
+        "total_steps": Field("int", 2_000_000, low=1),
+        "max_seconds": Field("float", 300.0, low=0.0, low_open=True),
+        "on_worker_failure": Field("str", "abort", choices=("abort", "restart")),
+        "max_restarts": Field("int", 10, low=0),
+        "checkpoint_every_s": Field("float", 60.0, low=0.0, low_open=True),
+        "eval_every_s": Field("float", 0.0, low=0.0),
+        "eval_episodes": Field("int", 10, low=1),
+        "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True),
+    },
+    "logging": {
+        "logdir": Field("str", "runs"),
+        "tensorboard": Field("bool", True),
+        "progress": Field("bool", True),
+        "log_every_s": Field("float", 1.0, low=0.0, low_open=True),
+        "histogram_every": Field("int", 100, low=0),
+        "hparams": Field("str_list", ["optimizer.name", "optimizer.lr", "trainer.workers"]),
+    },
+}
+"""The sections every config has, whatever its algorithm; the algorithm adds its own (see full_schema)."""
+
+LEGACY_KEYS: dict[str, Callable[[Any], bool]] = {
+    "env": lambda value: True,
+    "model.lstm": lambda value: value is False,
+    "trainer.target_return": lambda value: True,
+    "trainer.target_window": lambda value: True,
+}
+"""Keys that were core before the algorithms owned their sections, each with the values that every algorithm
+accepted and the ones that do not own the key ignored: such a key is dropped (see drop_legacy_keys)."""
+
+
+def default_config(algorithm: str = "a3c") -> Config:
+    """A complete config of the named algorithm holding every default."""
+    return validate({"algorithm": {"name": algorithm}})
+
+
+def full_schema(algorithm_name: str) -> dict[str, Any]:
+    """CORE_SCHEMA with the named algorithm's sections, its `algorithm` keys and its preferred defaults.
+
+    Sections come in the order a config.yaml shows them: experiment, seed, the
+    algorithm's own sections, algorithm, then optimizer, trainer and logging.
+    """
+    algo = algorithms.get(algorithm_name)
+    merged = merge_schemas(CORE_SCHEMA, algo.sections)
+    schema: dict[str, Any] = {"experiment": Field("str", algo.experiment, check=_check_name),
+                              "seed": merged.pop("seed")}
+    del merged["experiment"]
+    schema.update({name: spec for name, spec in merged.items() if name not in CORE_SCHEMA})
+    schema["algorithm"] = {"name": Field("str", algorithm_name, choices=algorithms.names()), **algo.full_schema()}
+    schema.update({name: spec for name, spec in merged.items() if name in CORE_SCHEMA})
+    schema["logging"] = {**schema["logging"], "hparams": Field("str_list", list(algo.hparams))}
+    return schema
+
+
+def _algorithm_name(raw: Any) -> str:
+    section = raw.get("algorithm", {}) if isinstance(raw, dict) else {}
+    name = section.get("name", "a3c") if isinstance(section, dict) else "a3c"
+    if name not in algorithms.names():
+        raise bad_value("algorithm.name", name, "one of " + ", ".join(algorithms.names()))
+    return name
+
+
+def validate(raw: Any) -> Config:
+    """A complete, checked config from a raw (possibly partial) mapping; raises ConfigError."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: got {short_repr(raw)}; allowed: a mapping of sections "
+                          f"({', '.join([*CORE_SCHEMA, 'algorithm', '...'])})")
+    name = _algorithm_name(raw)
+    config = validate_section(full_schema(name), drop_legacy_keys(raw))
+    algorithms.get(name).check_config(config)
+    _check_combinations(config)
+    return config
+
+
+def drop_legacy_keys(raw: Any) -> Any:
+    """raw without the LEGACY_KEYS its algorithm does not own, where they hold a value that was ignored.
+
+    Every config.yaml that `train` wrote before the algorithms owned their
+    sections holds all of them (resolved defaults), and configs written for
+    those versions may set them; they keep working, with the same meaning.
+    """
+    if not isinstance(raw, dict):
+        return raw
+    schema = full_schema(_algorithm_name(raw))
+    out = copy.deepcopy(raw)
+    for dotted, ignored in LEGACY_KEYS.items():
+        *parents, key = dotted.split(".")
+        node, owner = out, schema
+        for part in parents:
+            node, owner = node.get(part), owner.get(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            if key in node and key not in owner and ignored(node[key]):
+                del node[key]
+    return out
+
+
+def _check_combinations(config: Config) -> None:
+    for dotted in config["logging"]["hparams"]:
+        try:
+            value = get_path(config, dotted)
+        except (KeyError, TypeError):
+            value = {}
+        if isinstance(value, dict):
+            raise bad_value("logging.hparams", dotted, "key paths of config values, e.g. optimizer.lr")
+    trainer = config["trainer"]
+    if trainer["device"].startswith("cuda") and trainer["start_method"] == "fork":
+        raise ConfigError(f"config key 'trainer.start_method': got 'fork' with trainer.device "
+                          f"'{trainer['device']}'; allowed: spawn or forkserver (CUDA cannot be used in a "
+                          f"forked child)")
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The parsed contents of a YAML file (safe loader only); ConfigError if missing or malformed."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file '{path}': not found; allowed: a path to a YAML file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file '{path}': cannot be read ({type(exc).__name__}); "
+                          f"allowed: a readable UTF-8 YAML file") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"config file '{path}'{where}: {exc.problem}; allowed: plain YAML values "
+                          f"(Python tags are refused)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "malformed"
+        raise ConfigError(f"config file '{path}'{where}: malformed YAML ({problem}); "
+                          f"allowed: a YAML mapping of sections") from None
+    return {} if data is None else data
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`a.b=value` as (["a", "b"], value), the value parsed as a YAML scalar."""
+    key, sep, value = text.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+        raise ConfigError(f"--set {text!r}: not of the form key.path=value; allowed: e.g. "
+                          f"--set optimizer.lr=0.0005")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError:
+        raise ConfigError(f"--set {text!r}: value {value!r} is not a YAML value; allowed: a number, "
+                          f"true/false, null, a string or a [list]") from None
+    return parts, parsed
+
+
+def apply_overrides(raw: Any, overrides: Sequence[str]) -> Any:
+    """A copy of raw with each `key.path=value` override set (sections created as needed)."""
+    out = copy.deepcopy(raw)
+    if not isinstance(out, dict):
+        return out  # validate() reports a file that is not a mapping
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text!r}: '{'.'.join(parts[:i + 1])}' is a value, not a section; "
+                                  f"allowed: a key path that ends at a value")
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """Read, override, fill in and check a config file; raises ConfigError."""
+    return validate(apply_overrides(read_yaml(path), overrides))
+
+
+def dump_config(config: Config, path: str | Path) -> None:
+    """Write a resolved config as YAML (the run directory's config.yaml)."""
+    Path(path).write_text(yaml.safe_dump(config, sort_keys=False, default_flow_style=None))
+
+
+def get_path(config: Config, dotted: str) -> Any:
+    """config['a']['b'] for 'a.b'; KeyError if absent."""
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node

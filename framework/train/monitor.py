@@ -1,0 +1,320 @@
+"""The monitor: the main process's loop over one run, the same for every backend.
+
+It reads the workers' counters from shared memory (no queue traffic), logs
+TensorBoard scalars and histograms, shows progress, checkpoints atomically,
+evaluates every `trainer.eval_every_s`, handles workers that end (abort, or
+restart up to `max_restarts`), and stops the run on total steps, wall time,
+the target mean return, an evaluation's own target, too many non-finite
+updates in a row, or a signal. Everything it works with is passed in: the
+launch (config, algorithm, shared model, optimizer, statistics), the backend
+class, the writer, and where the checkpoint and summary go.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+import numpy as np
+
+from framework.algorithms.base import Evaluation
+from framework.device import to_host
+from framework.train.backends.base import Backend, Launch
+from framework.train.checkpoint import CheckpointError, save_checkpoint
+from framework.train.config import get_path
+from framework.train.progress import Progress
+from framework.train.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
+
+_POLL_S = 0.05
+
+
+@dataclass
+class RunResult:
+    """How a run ended: the process exit code and the summary written to summary.json."""
+
+    exit_code: int
+    summary: dict[str, Any]
+
+
+def model_state(model: Any) -> dict[str, np.ndarray]:
+    """The model's parameters as named NumPy copies (copied to the host from a CUDA device)."""
+    return {name: to_host(value.data_array, copy=True) for name, value in model.state_dict().items()}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write data as JSON to path atomically; on failure (OSError) no temp file is left."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class RunState:
+    """What a run carries across checkpoints and resumes: totals, the return window, seeds' generations."""
+
+    def __init__(self, workers: int, window: int):
+        self.wall_offset = 0.0
+        self.solved_at: float | None = None
+        self.window: collections.deque[float] = collections.deque(maxlen=window)
+        self.generations = [0] * workers
+
+    def restore(self, saved: dict[str, Any], stats: RunStats) -> None:
+        counters = np.zeros(stats.counters.shape[1], dtype=np.int64)
+        counters[[STEPS, UPDATES, EPISODES, SKIPPED]] = [saved["env_steps"], saved["updates"], saved["episodes"],
+                                                         saved["skipped_updates"]]
+        stats.restore(counters)
+        self.wall_offset = float(saved["wall_seconds"])
+        self.solved_at = saved["solved_at_seconds"]
+        self.window.extend(float(r) for r in saved["recent_returns"])
+        generations = list(saved["generations"])[:len(self.generations)]
+        self.generations[:len(generations)] = generations
+
+    def mean_return(self) -> float | None:
+        return float(np.mean(self.window)) if self.window else None
+
+
+class Monitor:
+    """The main process's loop for one run."""
+
+    def __init__(self, launch: Launch, backend_class: Callable[[Launch], Backend], run: RunState, writer: Any,
+                 checkpoint_file: Path, summary_file: Path, *, say: Callable[[str], None],
+                 stop_signal: Callable[[], int | None], progress_stream: TextIO | None = None):
+        self.launch, self.backend_class = launch, backend_class
+        self.algorithm = launch.algorithm
+        self.cfg = launch.config
+        self.tcfg = launch.config["trainer"]
+        self.model, self.optimizer, self.stats, self.run_state = launch.model, launch.optimizer, launch.stats, run
+        self.writer = writer
+        self.checkpoint_file, self.summary_file = checkpoint_file, summary_file
+        self.say, self.stop_signal, self.progress_stream = say, stop_signal, progress_stream
+        self.target_return = self.algorithm.target_return(self.cfg)
+        self.seen = np.zeros(self.stats.workers, dtype=np.int64)
+        self.interval_returns: list[np.ndarray] = []
+        self.interval_lengths: list[np.ndarray] = []
+        self.failed: str | None = None
+        self.checkpoint_failed = False
+        self.checkpoint_error: str | None = None  # the last periodic failure, reported once until it changes
+        self.eval_stop: str | None = None
+        self.start = time.monotonic()
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        tcfg = self.tcfg
+        pool = self.backend_class(self.launch)
+        start = self.start = time.monotonic()
+        first = self.stats.snapshot()
+        progress = Progress(tcfg["total_steps"], first.total(STEPS),
+                            enabled=self.cfg["logging"]["progress"], stream=self.progress_stream)
+        last_log = first
+        last_log_time = last_ckpt = last_eval = start
+        last_hist_updates = first.total(UPDATES)
+        reason = None
+        try:
+            pool.start()
+            while reason is None:
+                time.sleep(_POLL_S)
+                reason = self._handle_exits(pool)
+                snap = self.stats.snapshot()
+                self._collect_episodes()
+                now = time.monotonic()
+                reason = reason or self._stop_reason(snap, now) or ("workers finished" if pool.running == 0 else None)
+                if now - last_log_time >= self.cfg["logging"]["log_every_s"]:
+                    self._log_scalars(last_log, snap, now - last_log_time)
+                    last_log, last_log_time = snap, now
+                    last_hist_updates = self._maybe_histograms(snap, last_hist_updates)
+                if now - last_ckpt >= tcfg["checkpoint_every_s"]:
+                    self._checkpoint(snap, now)
+                    last_ckpt = now
+                if tcfg["eval_every_s"] > 0 and now - last_eval >= tcfg["eval_every_s"]:
+                    self._evaluate(snap)
+                    last_eval = now
+                progress.update(snap.total(STEPS), snap.total(UPDATES), self.run_state.mean_return())
+        finally:
+            exits = pool.stop(tcfg["join_timeout_s"])
+            progress.close()
+        for ended in exits:
+            if not ended.clean:
+                self.say(ended.report())
+        end = time.monotonic()
+        self._collect_episodes()
+        snap = self.stats.snapshot()
+        self._log_scalars(last_log, snap, max(end - last_log_time, 1e-9))
+        self._maybe_histograms(snap, last_hist_updates)  # a run shorter than one log interval gets them too
+        self._checkpoint(snap, end, final=True)
+        summary = self._summary(snap, end, first, reason, pool.restarts)
+        if self.algorithm.evaluate_at_end or tcfg["eval_every_s"] > 0:  # the eval/ series ends at the final model
+            summary["evaluation"] = self._evaluate(snap).metrics
+        exit_code = 1 if (self.failed or self.checkpoint_failed) else 0
+        summary["exit_code"] = exit_code
+        try:
+            _write_json(self.summary_file, summary)
+        except OSError as exc:
+            self.say(f"could not write '{self.summary_file}': {exc.strerror or exc}")
+            exit_code = summary["exit_code"] = 1
+        if self.writer is not None:
+            self._write_hparams(summary, snap)
+            self.writer.close()
+        return RunResult(exit_code, summary)
+
+    def wall(self, now: float) -> float:
+        return self.run_state.wall_offset + (now - self.start)
+
+    # -- decisions --------------------------------------------------------------------------
+    def _handle_exits(self, pool: Backend) -> str | None:
+        for ended in pool.poll():
+            if ended.clean:
+                continue
+            self.say(ended.report())
+            if self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]:
+                pool.restart(ended.rank)
+                self.say(f"restarting worker {ended.rank} with a new seed "
+                            f"(restart {pool.restarts} of at most {self.tcfg['max_restarts']})")
+                continue
+            why = ("on_worker_failure: abort" if self.tcfg["on_worker_failure"] == "abort"
+                   else f"max_restarts ({self.tcfg['max_restarts']}) used up")
+            self.failed = ended.summary
+            self.say(f"stopping the run ({why}): {self.failed}")
+            return "worker failure"
+        return None
+
+    def _stop_reason(self, snap: Any, now: float) -> str | None:
+        limit = self.cfg["algorithm"]["max_nonfinite_updates"]
+        streaks = snap.counters[:, SKIP_STREAK]
+        if streaks.max() >= limit:
+            rank = int(streaks.argmax())
+            self.failed = (f"worker {rank} produced {int(streaks[rank])} updates in a row with a non-finite loss "
+                           f"or gradient (algorithm.max_nonfinite_updates = {limit}); none was applied to the "
+                           f"shared parameters")
+            self.say(f"stopping the run: {self.failed}")
+            return "non-finite updates"
+        signum = self.stop_signal()
+        if signum is not None:
+            return signal.Signals(signum).name
+        if self.eval_stop is not None:
+            return self.eval_stop
+        if self.run_state.solved_at is not None and self.target_return is not None:
+            return "target_return reached"
+        if snap.total(STEPS) >= self.tcfg["total_steps"]:
+            return "total_steps reached"
+        if self.wall(now) >= self.tcfg["max_seconds"]:
+            return "max_seconds reached"
+        return None
+
+    def _collect_episodes(self) -> None:
+        returns, lengths = self.stats.new_episodes(self.seen)
+        if returns.size == 0:
+            return
+        self.interval_returns.append(returns)
+        self.interval_lengths.append(lengths)
+        rs = self.run_state
+        rs.window.extend(returns.tolist())
+        target = self.target_return
+        if (rs.solved_at is None and target is not None and len(rs.window) == rs.window.maxlen
+                and rs.mean_return() >= target):
+            rs.solved_at = self.wall(time.monotonic())
+
+    # -- logging ----------------------------------------------------------------------------
+    def _log_scalars(self, before: Any, after: Any, seconds: float) -> None:
+        returns = np.concatenate(self.interval_returns) if self.interval_returns else np.zeros(0)
+        lengths = np.concatenate(self.interval_lengths) if self.interval_lengths else np.zeros(0)
+        self.interval_returns, self.interval_lengths = [], []
+        if self.writer is None:
+            return
+        values: dict[str, float] = {}
+        if returns.size:
+            values.update({"episode/return_mean": returns.mean(), "episode/return_min": returns.min(),
+                           "episode/return_max": returns.max(), "episode/length_mean": lengths.mean()})
+        mean = self.run_state.mean_return()
+        if mean is not None:
+            values["episode/return_window_mean"] = mean
+        updates = after.total(UPDATES) - before.total(UPDATES)
+        values["perf/env_steps_per_s"] = (after.total(STEPS) - before.total(STEPS)) / seconds
+        values["perf/updates_per_s"] = updates / seconds
+        if updates > 0:
+            values["perf/policy_lag"] = (after.total(LAG_SUM) - before.total(LAG_SUM)) / updates
+        values["perf/skipped_updates"] = after.total(SKIPPED)
+        values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
+        self.writer.scalars(values, after.total(STEPS))
+
+    def _maybe_histograms(self, snap: Any, last_updates: int) -> int:
+        every = self.cfg["logging"]["histogram_every"]
+        updates = snap.total(UPDATES)
+        if self.writer is None or every == 0 or updates // every == last_updates // every:
+            return last_updates
+        for name, values in model_state(self.model).items():
+            self.writer.histogram(f"params/{name}", values, snap.total(STEPS))
+        return updates
+
+    def _evaluate(self, snap: Any) -> Evaluation:
+        result = self.algorithm.evaluate(self.model, self.cfg, self.tcfg["eval_episodes"], self.cfg["seed"])
+        if self.writer is not None:
+            self.writer.scalars({f"eval/{k}": v for k, v in result.metrics.items()}, snap.total(STEPS))
+        if result.stop is not None and self.eval_stop is None:
+            self.eval_stop = result.stop
+            if self.run_state.solved_at is None:
+                self.run_state.solved_at = self.wall(time.monotonic())
+        return result
+
+    def _write_hparams(self, summary: dict[str, Any], snap: Any) -> None:
+        hparams = {key: get_path(self.cfg, key) for key in self.cfg["logging"]["hparams"]}
+        metrics = {"final/mean_return": summary["mean_return"], "final/env_steps_per_s": summary["steps_per_second"]}
+        if summary["solved_at_seconds"] is not None:
+            metrics["final/solved_at_seconds"] = summary["solved_at_seconds"]
+        metrics.update({f"final/{k}": v for k, v in summary.get("evaluation", {}).items()})
+        metrics = {k: v for k, v in metrics.items() if v is not None}
+        self.writer.hparams(hparams, metrics, snap.total(STEPS), run_name=self.checkpoint_file.parent.parent.name)
+
+    # -- checkpoints and summary --------------------------------------------------------------
+    def _checkpoint(self, snap: Any, now: float, final: bool = False) -> None:
+        rs = self.run_state
+        state = {
+            "algorithm": self.cfg["algorithm"]["name"],
+            "model": model_state(self.model),
+            "optimizer": self.optimizer.state_dict(),
+            "run": {"env_steps": snap.total(STEPS), "updates": snap.total(UPDATES),
+                    "episodes": snap.total(EPISODES), "skipped_updates": snap.total(SKIPPED),
+                    "wall_seconds": self.wall(now), "solved_at_seconds": rs.solved_at,
+                    "recent_returns": np.asarray(rs.window, dtype=np.float64),
+                    "seed": self.cfg["seed"], "generations": list(rs.generations)},
+        }
+        try:
+            save_checkpoint(self.checkpoint_file, state)
+        except CheckpointError as exc:
+            if final or str(exc) != self.checkpoint_error:
+                self.say(f"{'final ' if final else ''}checkpoint failed: {exc}")
+            self.checkpoint_error = str(exc)
+            self.checkpoint_failed = self.checkpoint_failed or final
+            return
+        if self.checkpoint_error is not None:
+            self.say(f"checkpoint written again: '{self.checkpoint_file}'")
+            self.checkpoint_error = None
+
+    def _summary(self, snap: Any, end: float, first: Any, reason: str | None, restarts: int) -> dict[str, Any]:
+        session_s = max(end - self.start, 1e-9)
+        updates = snap.total(UPDATES) - first.total(UPDATES)
+        return {
+            "started_at": round(time.time() - (end - self.start), 3),
+            "env_steps": snap.total(STEPS),
+            "updates": snap.total(UPDATES),
+            "episodes": snap.total(EPISODES),
+            "wall_seconds": round(self.wall(end), 3),
+            "mean_return": self.run_state.mean_return(),
+            "target_window": self.run_state.window.maxlen,
+            "target_return": self.target_return,
+            "solved_at_seconds": (None if self.run_state.solved_at is None
+                                  else round(self.run_state.solved_at, 3)),
+            "steps_per_second": round((snap.total(STEPS) - first.total(STEPS)) / session_s, 1),
+            "policy_lag_mean": (snap.total(LAG_SUM) - first.total(LAG_SUM)) / updates if updates else None,
+            "skipped_updates": snap.total(SKIPPED),
+            "worker_restarts": restarts,
+            "stop_reason": reason,
+            "failure": self.failed,
+        }

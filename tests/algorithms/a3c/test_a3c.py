@@ -1,0 +1,165 @@
+"""The A3C plugin in one process: returns and advantages, the acting path, updates of the shared model for
+discrete/continuous actions and LSTM policies, truncation bootstrapping, non-finite updates, evaluation."""
+import numpy as np
+import pytest
+
+import framework
+from framework import algorithms, nn, optim
+from framework.algorithms.a3c.model import ActorCritic
+from framework.algorithms.a3c.worker import Worker, advantages
+from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
+from framework.train.config import validate
+from framework.train.run_stats import SKIPPED, UPDATES, RunStats
+
+A3C = algorithms.get("a3c")
+
+
+def _worker(**sections):
+    raw = {"env": {"envs_per_worker": 3}, "model": {"hidden": [16]}, "algorithm": {"n_steps": 5}}
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    config = validate(raw)
+    model = A3C.build_model(config).share_memory()
+    optimizer = A3C.build_optimizer(model, config).share_memory()
+    stats = RunStats(1, A3C.metrics)
+    return Worker(A3C.build_model(config), WorkerContext(0, 123, config, model, optimizer, stats.writer(0))), model, stats
+
+
+def test_advantages_with_lambda_one_are_n_step_returns_minus_values():
+    rewards = np.array([[1.0], [1.0], [1.0]], dtype=np.float32)
+    dones = np.array([[0.0], [1.0], [0.0]], dtype=np.float32)
+    values = np.array([[0.5], [0.4], [0.3], [2.0]], dtype=np.float32)
+    adv, targets = advantages(rewards, dones, values, gamma=0.9, lam=1.0)
+    # t=2 bootstraps from V=2.0; t=1 ends an episode (no bootstrap); t=0 runs into it.
+    np.testing.assert_allclose(targets[:, 0], [1 + 0.9 * 1, 1, 1 + 0.9 * 2.0], rtol=1e-6)
+    np.testing.assert_allclose(adv, targets - values[:-1], rtol=1e-6)
+
+
+def test_gae_matches_its_definition():
+    rng = np.random.default_rng(0)
+    rewards = rng.random((6, 2)).astype(np.float32)
+    dones = (rng.random((6, 2)) < 0.3).astype(np.float32)
+    values = rng.random((7, 2)).astype(np.float32)
+    gamma, lam = 0.97, 0.9
+    adv, _ = advantages(rewards, dones, values, gamma, lam)
+    expected = np.zeros((6, 2))
+    for e in range(2):
+        for t in range(6):
+            total, weight = 0.0, 1.0
+            for k in range(t, 6):
+                delta = rewards[k, e] + gamma * (1 - dones[k, e]) * values[k + 1, e] - values[k, e]
+                total += weight * delta
+                if dones[k, e]:
+                    break
+                weight *= gamma * lam
+            expected[t, e] = total
+    np.testing.assert_allclose(adv, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_acting_path_equals_the_model_forward(activation):
+    model = ActorCritic(4, [8, 8], activation, False, 3, False)
+    obs = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    head, state = model.policy_array(obs)
+    np.testing.assert_allclose(head, model(framework.from_numpy(obs))[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert state is None
+
+
+class _Doubling(nn.Module):
+    """A layer with a forward and no array path of its own: acting must still run it."""
+
+    def forward(self, x):
+        return x * 2.0
+
+
+@pytest.mark.parametrize("layer", [lambda: nn.Linear(8, 8), lambda: nn.Tanh(), _Doubling])
+def test_acting_follows_a_layer_added_to_the_body(layer):
+    """The acting path runs the model's own layers: a layer added to the body changes acting as it changes forward."""
+    model = ActorCritic(4, [8], "relu", False, 3, False)
+    obs = np.random.default_rng(2).standard_normal((5, 4)).astype(np.float32)
+    before = model.policy_array(obs)[0]
+    model.body.append(layer())
+    after = model.policy_array(obs)[0]
+    assert not np.allclose(after, before)
+    np.testing.assert_allclose(after, model(framework.from_numpy(obs))[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_acting_with_lstm_and_images_equals_the_model_forward():
+    model = ActorCritic((2, 24, 24), [16], "relu", True, 3, False, conv=((4, 8, 4), (8, 3, 1)))
+    obs = np.random.default_rng(3).standard_normal((2, 2, 24, 24)).astype(np.float32)
+    state = model.initial_state(2)
+    head, new_state = model.policy_array(obs, state)
+    expected, _, expected_state = model(framework.from_numpy(obs), state)
+    np.testing.assert_allclose(head, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(new_state[0].numpy(), expected_state[0].detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sections", [
+    {},
+    {"model": {"lstm": True}},
+    {"env": {"id": "Pendulum-v1"}, "optimizer": {"name": "rmsprop"}},
+    {"env": {"id": "Pendulum-v1"}, "model": {"lstm": True}, "optimizer": {"name": "sgd", "lr": 0.01}},
+    {"algorithm": {"gae_lambda": 0.95, "normalize_advantages": True}},
+], ids=["discrete", "lstm", "continuous", "continuous-lstm", "gae"])
+def test_an_update_changes_the_shared_parameters_and_reports(sections):
+    worker, model, stats = _worker(**sections)
+    before = model.arena.data.copy()
+    for _ in range(3):
+        worker.update()
+    assert not np.array_equal(model.arena.data, before)
+    assert np.isfinite(model.arena.data).all()
+    snap = stats.snapshot()
+    assert snap.total(UPDATES) == 3 and snap.total(SKIPPED) == 0
+    policy_loss, value_loss, entropy, grad_norm, lr = snap.metric_sums[0] / 3
+    assert value_loss > 0 and grad_norm > 0 and lr == pytest.approx(worker.opt_cfg["lr"])
+    assert entropy != 0
+
+
+def test_local_model_syncs_from_the_shared_arena():
+    worker, model, _ = _worker()
+    model.arena.data[...] = 0.25
+    worker.local_arena.copy_from(worker.shared_arena)
+    np.testing.assert_array_equal(worker.local.arena.data, 0.25)
+    assert worker.local.arena.data.ctypes.data != model.arena.data.ctypes.data
+
+
+def test_truncation_bootstraps_from_the_last_observation():
+    worker, _, _ = _worker(env={"kwargs": {"max_episode_steps": 3}}, algorithm={"n_steps": 3})
+    worker.rollout()
+    np.testing.assert_array_equal(worker.dones, [[0, 0, 0], [0, 0, 0], [1, 1, 1]])
+    np.testing.assert_array_equal(worker.rewards[:2], 1.0)
+    assert np.all(worker.rewards[2] != 1.0)  # 1 + gamma * V(last observation)
+
+
+def test_non_finite_update_is_not_applied():
+    worker, model, stats = _worker(env={"id": "fault_envs:NonFiniteCartPole-v0"})
+    before = model.arena.data.copy()
+    optimizer_state = [a.copy() for a in worker.ctx.optimizer.state_dict()["state"][0].values()]
+    for _ in range(3):
+        worker.update()
+    np.testing.assert_array_equal(model.arena.data, before)
+    for a, b in zip(optimizer_state, worker.ctx.optimizer.state_dict()["state"][0].values()):
+        np.testing.assert_array_equal(a, b)
+    snap = stats.snapshot()
+    assert snap.total(UPDATES) == 0 and snap.total(SKIPPED) == 3
+
+
+@pytest.mark.parametrize("lstm", [False, True])
+def test_evaluate_runs_greedy_episodes(lstm):
+    config = validate({"model": {"hidden": [8], "lstm": lstm}, "env": {"kwargs": {"max_episode_steps": 30}}})
+    result = A3C.evaluate(A3C.build_model(config), config, episodes=4, seed=0)
+    assert set(result.metrics) == {"return_mean", "return_std"}
+    assert 1 <= result.metrics["return_mean"] <= 30
+    assert result.text.startswith("return over 4 greedy episodes: ")
+
+
+def test_learning_rate_schedule_and_optimizers():
+    section = validate({})["optimizer"]
+    assert learning_rate(section, 500, 1000) == section["lr"]
+    linear = {**section, "lr_decay": "linear", "lr_end_factor": 0.1, "lr": 1.0}
+    assert learning_rate(linear, 0, 1000) == 1.0
+    assert learning_rate(linear, 500, 1000) == pytest.approx(0.55)
+    assert learning_rate(linear, 5000, 1000) == pytest.approx(0.1)
+    model = ActorCritic(4, [8], "relu", False, 2, False)
+    for name, cls in (("adam", optim.Adam), ("rmsprop", optim.RMSprop), ("sgd", optim.SGD)):
+        assert isinstance(build_optimizer(model, {**section, "name": name}), cls)

@@ -1,0 +1,115 @@
+"""The layers hold: no import cycle in the packages (module-level or inside functions), each layer imports only
+the layers below it, and `import framework` loads the tensor library alone."""
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+PACKAGES = ("framework", "sharing", "cuda_ipc")
+TRAINING = ("framework.train", "framework.algorithms")
+"""The training system; everything else in framework/ is the tensor library."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(CHECKOUT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in (CHECKOUT / pkg).rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `name` imports anywhere in its source (a function body included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_anywhere():
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _in(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize("lower, forbidden", [
+    (("sharing",), ("framework", "cuda_ipc")),
+    (("cuda_ipc",), ("framework",)),
+    (("framework",), TRAINING),
+])
+def test_each_layer_imports_only_the_layers_below_it(lower, forbidden):
+    graph = _graph()
+    wrong = sorted(f"{m} -> {t}" for m, targets in graph.items() if _in(m, lower) and not _in(m, TRAINING)
+                   for t in targets if _in(t, forbidden))
+    assert wrong == []
+
+
+def test_the_schema_imports_nothing_of_the_project():
+    assert _graph()["framework.train.schema"] == set()
+
+
+def test_import_framework_loads_the_tensor_library_alone():
+    code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('gymnasium', 'yaml', 'tensorboard', 'tqdm') or m.startswith(('framework.train', 'framework.algorithms')))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=CHECKOUT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

@@ -1,0 +1,27 @@
+"""The local backend: seeds per (rank, restart), and BLAS threads pinned for the children it starts."""
+import os
+
+from framework import algorithms
+from framework.train.backends.base import Launch, worker_seed
+from framework.train.backends.local import BLAS_THREAD_VARS, LocalBackend
+from framework.train.config import validate
+from framework.train.run_stats import RunStats
+
+
+def test_worker_seeds_are_deterministic_and_distinct():
+    seeds = {worker_seed(0, rank, generation) for rank in range(4) for generation in range(1, 4)}
+    assert len(seeds) == 12
+    assert worker_seed(7, 1, 2) == worker_seed(7, 1, 2) != worker_seed(8, 1, 2)
+
+
+def test_backend_pins_blas_threads_for_its_children_and_restores_the_environment(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    config = validate({"trainer": {"workers": 1, "start_method": "spawn"}})
+    algo = algorithms.get("a3c")
+    model = algo.build_model(config).share_memory()
+    backend = LocalBackend(Launch(config, algo, model, algo.build_optimizer(model, config), RunStats(1, algo.metrics),
+                                  generations=[0]))
+    assert all(os.environ[name] == "1" for name in BLAS_THREAD_VARS)
+    assert backend.stop(timeout_s=1.0) == []
+    assert os.environ["OMP_NUM_THREADS"] == "8" and "MKL_NUM_THREADS" not in os.environ

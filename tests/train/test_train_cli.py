@@ -1,0 +1,90 @@
+"""Bad configs and arguments through the real `train`/`evaluate` commands: exit 2, one line, no traceback."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from run_configs import cartpole_config
+from train_cli import start_cli, write_config
+
+CASES = {
+    "unknown key": ({"trainer": {"wrokers": 2}}, [], "config key 'trainer.wrokers': unknown key; allowed here: "),
+    "wrong type": ({"trainer": {"workers": "two"}}, [], "config key 'trainer.workers': got 'two'; allowed: an integer"),
+    "bad choice": ({"trainer": {"start_method": "thread"}}, [],
+                   "config key 'trainer.start_method': got 'thread'; allowed: one of spawn, forkserver, fork"),
+    "out of range": ({"optimizer": {"lr": -1}}, [], "config key 'optimizer.lr': got -1; allowed: a number > 0"),
+    "unknown env": ({"env": {"id": "NoSuchEnv-v9"}}, [], "config key 'env.id': got 'NoSuchEnv-v9'; allowed: a "
+                                                        "registered gymnasium environment id"),
+    "cuda with fork": ({"trainer": {"device": "cuda:0", "start_method": "fork"}}, [],
+                       "config key 'trainer.start_method': got 'fork' with trainer.device 'cuda:0'; allowed: spawn "
+                       "or forkserver"),
+    "--set bad value": ({}, ["--set", "trainer.on_worker_failure=ignore"],
+                        "config key 'trainer.on_worker_failure': got 'ignore'; allowed: one of abort, restart"),
+    "--set unknown key": ({}, ["--set", "optimizer.learning_rate=0.1"],
+                          "config key 'optimizer.learning_rate': unknown key"),
+    "--set no equals": ({}, ["--set", "optimizer.lr"], "--set 'optimizer.lr': not of the form key.path=value"),
+}
+
+
+@pytest.mark.timeout(180)
+def test_every_bad_config_exits_2_with_one_line(tmp_path):
+    """All cases run at once (one process each) to keep the suite fast; each is checked on its own."""
+    logdir = tmp_path / "runs"
+    procs = {}
+    for i, (name, (sections, extra, _)) in enumerate(CASES.items()):
+        raw = cartpole_config()
+        for section, values in sections.items():
+            raw[section].update(values)
+        config = write_config(tmp_path / f"case{i}.yaml", raw)
+        procs[name] = start_cli("train", "--config", config, "--logdir", logdir, *extra)
+    malformed = tmp_path / "malformed.yaml"
+    malformed.write_text("trainer: {workers: 2\nseed: 1\n")
+    tagged = tmp_path / "tagged.yaml"
+    tagged.write_text("seed: !!python/object/apply:os.system ['echo pwned']\n")
+    not_a_mapping = tmp_path / "list.yaml"
+    not_a_mapping.write_text("- 1\n- 2\n")
+    procs["missing file"] = start_cli("train", "--config", tmp_path / "nope.yaml")
+    procs["malformed YAML"] = start_cli("train", "--config", malformed)
+    procs["python tag"] = start_cli("train", "--config", tagged)
+    procs["not a mapping"] = start_cli("train", "--config", not_a_mapping)
+    procs["no config"] = start_cli("train")
+    procs["config and resume"] = start_cli("train", "--config", malformed, "--resume", tmp_path)
+    procs["resume and logdir"] = start_cli("train", "--resume", tmp_path, "--logdir", logdir)
+    procs["resume missing dir"] = start_cli("train", "--resume", tmp_path / "nowhere")
+    procs["resume without config.yaml"] = start_cli("train", "--resume", tmp_path)
+    procs["evaluate no run"] = start_cli("evaluate", "--run", tmp_path / "nowhere")
+    procs["evaluate bad episodes"] = start_cli("evaluate", "--run", tmp_path, "--episodes", "0")
+    procs["unknown argument"] = start_cli("train", "--config", malformed, "--wat")
+    expected = {name: message for name, (_, _, message) in CASES.items()}
+    expected.update({
+        "missing file": f"config file '{tmp_path / 'nope.yaml'}': not found; allowed: a path to a YAML file",
+        "malformed YAML": f"config file '{malformed}' at line 2, column 5: malformed YAML (expected ',' or '}}'",
+        "python tag": f"config file '{tagged}' at line 1: could not determine a constructor for the tag",
+        "not a mapping": "config: got [1, 2]; allowed: a mapping of sections",
+        "no config": "give either --config PATH (a new run) or --resume RUN_DIR (continue one) (usage: train ",
+        "config and resume": "give either --config PATH (a new run) or --resume RUN_DIR",
+        "resume and logdir": "--logdir applies to new runs only; a resumed run continues in its RUN_DIR",
+        "resume missing dir": f"run directory '{tmp_path / 'nowhere'}': not found; allowed: a directory made by train",
+        "resume without config.yaml": f"run directory '{tmp_path}': holds no config.yaml",
+        "evaluate no run": f"run directory '{tmp_path / 'nowhere'}': not found",
+        "evaluate bad episodes": "argument --episodes: got 0; allowed: an integer >= 1",
+        "unknown argument": "unrecognized arguments: --wat",
+    })
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        command = "evaluate" if name.startswith("evaluate") else "train"
+        assert proc.returncode == 2, (name, err)
+        assert err.startswith(f"{command}: error: {expected[name]}"), (name, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, (name, err)
+        assert out == "", (name, out)
+    assert not logdir.exists() or not any(logdir.iterdir())  # no run directory for a refused config
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_installed_console_scripts_run_the_cli(command):
+    """The console scripts of `pip install -e .` (next to this interpreter) are the same commands."""
+    script = Path(sys.executable).parent / command
+    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"{command}: error: ") and len(done.stderr.strip().splitlines()) == 1
