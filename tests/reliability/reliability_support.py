@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from run_configs import cartpole_config
+import train_cli
 from train_cli import cli_command, cli_env, only_run_dir, write_config
 
 __all__ = ["only_run_dir", "write_config"]  # the suite's own helpers, imported here by the reliability tests
@@ -273,9 +274,8 @@ class Train:
 
 def run_cli(watch: Watch, *args: object, command: str = "train", timeout: float = 120,
             **popen) -> subprocess.CompletedProcess:
-    """Run a console script to the end in the test's environment."""
-    return subprocess.run([*cli_command(command), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=popen.pop("env", None) or watch.env(), **popen)
+    """Run `train`/`evaluate` to the end in the test's environment."""
+    return train_cli.run_cli(command, *args, timeout=timeout, env=popen.pop("env", None) or watch.env(), **popen)
 
 
 def wait_for_file(path: Path, timeout: float = 60) -> Path:
