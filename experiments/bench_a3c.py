@@ -34,9 +34,8 @@ BASELINE_LINE = re.compile(r"wall=(?P<wall>[\d.]+)s steps=(?P<steps>\d+) steps_p
 
 def run_ours(seed: int, logdir: Path) -> dict:
     """One `train` run of the shipped config; its summary plus the return curve (seconds, mean of last 100)."""
-    command = [sys.executable, "-c", "import sys; from framework.train.cli import train_main; sys.exit(train_main())",
-               "--config", str(CONFIG), "--logdir", str(logdir / f"seed{seed}"),
-               "--set", f"seed={seed}", "--set", "logging.progress=false", "--set", "logging.log_every_s=0.25"]
+    command = [sys.executable, "-m", "framework.train", "train", "--config", str(CONFIG),
+               "--logdir", str(logdir / f"seed{seed}"), "--set", f"seed={seed}", "--set", "logging.progress=false", "--set", "logging.log_every_s=0.25"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"train failed ({done.returncode}):\n{done.stderr[-2000:]}")

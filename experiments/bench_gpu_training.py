@@ -31,7 +31,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from common import REPO, fmt_ratio, markdown_table, write_result
 
-TRAIN = "import sys; from framework.train.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
+TRAIN = [sys.executable, "-m", "framework.train", "train"]
 DEVICES = ("cpu", "cuda:0")
 COMMON = ("trainer.workers=2", "trainer.start_method=spawn", "logging.progress=false", "logging.log_every_s=0.5",
           "logging.histogram_every=0")
@@ -51,7 +51,7 @@ def run_train(config: str, device: str, seconds: float, overrides: tuple[str, ..
         args = ["--config", str(REPO / "configs" / config), "--logdir", logdir]
         for item in (*COMMON, f"trainer.device={device}", f"trainer.max_seconds={seconds}", *overrides):
             args += ["--set", item]
-        done = subprocess.run([sys.executable, "-c", TRAIN, *args], capture_output=True, text=True, cwd=REPO,
+        done = subprocess.run([*TRAIN, *args], capture_output=True, text=True, cwd=REPO,
                               timeout=seconds + 180)
         if done.returncode != 0:
             raise RuntimeError(f"train {config} on {device} failed ({done.returncode}):\n{done.stderr[-3000:]}")

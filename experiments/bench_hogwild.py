@@ -28,7 +28,7 @@ from pathlib import Path
 
 from common import REPO, fmt_ratio, markdown_table, run_baseline, torch_available, write_result
 
-TRAIN = "import sys; from framework.train.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
+TRAIN = [sys.executable, "-m", "framework.train", "train"]
 
 
 def children_cpu_seconds() -> float:
@@ -50,7 +50,7 @@ def run_ours(config: str, seconds: float, *overrides: str, copies: int = 1) -> l
             args = ["--config", str(REPO / "configs" / config), "--logdir", str(logdir)]
             for item in sets:
                 args += ["--set", item]
-            procs.append(subprocess.Popen([sys.executable, "-c", TRAIN, *args], stdout=subprocess.PIPE,
+            procs.append(subprocess.Popen([*TRAIN, *args], stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True, cwd=REPO))
         for proc in procs:
             _, err = proc.communicate()

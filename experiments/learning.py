@@ -28,7 +28,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from common import REPO, RESULTS, markdown_table, write_result
 
-TRAIN = "import sys; from framework.train.cli import train_main; sys.exit(train_main(sys.argv[1:]))"
+TRAIN = [sys.executable, "-m", "framework.train", "train"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def run(task: Task, seed: int, seconds: float, full_budget: bool, logdir: Path) 
     args = ["--config", str(REPO / "configs" / task.config), "--logdir", str(logdir)]
     for item in sets:
         args += ["--set", item]
-    done = subprocess.run([sys.executable, "-c", TRAIN, *args], capture_output=True, text=True, cwd=REPO,
+    done = subprocess.run([*TRAIN, *args], capture_output=True, text=True, cwd=REPO,
                           timeout=seconds + 300)
     if done.returncode != 0:
         raise RuntimeError(f"train {task.config} seed {seed} failed ({done.returncode}):\n{done.stderr[-2000:]}")
