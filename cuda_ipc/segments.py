@@ -44,7 +44,7 @@ def round_up(nbytes: int, multiple: int) -> int:
 class Segment:
     """One backend allocation of a multiple of 2 MiB, handed out front to back."""
 
-    __slots__ = ("memory", "ptr", "size", "device", "packed", "used", "__weakref__")
+    __slots__ = ("memory", "ptr", "size", "device", "packed", "used")
 
     def __init__(self, memory: Any, size: int, device: int, packed: bool) -> None:
         self.memory, self.ptr, self.size, self.device = memory, memory.ptr, size, device
@@ -55,7 +55,7 @@ class Segment:
 class Piece:
     """Bytes [ptr, ptr + size) of a segment; holding a piece keeps its segment allocated."""
 
-    __slots__ = ("segment", "ptr", "size", "__weakref__")
+    __slots__ = ("segment", "ptr", "size")
 
     def __init__(self, segment: Segment, offset: int, size: int) -> None:
         self.segment, self.ptr, self.size = segment, segment.ptr + offset, size
