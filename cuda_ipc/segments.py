@@ -55,7 +55,7 @@ class Segment:
 class Piece:
     """Bytes [ptr, ptr + size) of a segment; holding a piece keeps its segment allocated."""
 
-    __slots__ = ("segment", "ptr", "size")
+    __slots__ = ("segment", "ptr", "size", "__weakref__")
 
     def __init__(self, segment: Segment, offset: int, size: int) -> None:
         self.segment, self.ptr, self.size = segment, segment.ptr + offset, size
