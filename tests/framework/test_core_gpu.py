@@ -99,8 +99,9 @@ def test_the_optimizer_works_on_the_parameters_device_whichever_is_current():
         pytest.skip("needs two CUDA devices")
     model = nn.Linear(4, 2).to("cuda:1")
     opt = optim.Adam(model.parameters(), lr=0.01)
-    with cupy.cuda.Device(0):
+    with cupy.cuda.Device(1):
         model(F.ones(3, 4, device="cuda:1")).sum().backward()
+    with cupy.cuda.Device(0):  # a current device the parameters are not on
         optim.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     assert opt._scratch[0].device.id == 1
