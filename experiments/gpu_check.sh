@@ -6,10 +6,9 @@
 #               so that IPC failing under the machine's runtime shows as such;
 #   2. install, offline: the wheels in .whl/ if any (gymnasium and farama-notifications for the A3C tests:
 #               fetch them with experiments/gpu_wheels.sh where pip reaches PyPI, and carry .whl along) into a
-#               private folder put on PYTHONPATH; then this checkout, --no-deps --no-build-isolation, which
-#               also puts the `train` and `evaluate` commands beside the interpreter, where the GPU training
-#               tests run them. Without gymnasium the tests that need it (A3C on CartPole, listed below)
-#               are deselected;
+#               private folder put on PYTHONPATH; then this checkout, --no-deps --no-build-isolation (the
+#               tests themselves run the checkout, and `train` as `python -m framework.train`). Without
+#               gymnasium the tests that need it (A3C on CartPole, listed below) are deselected;
 #   3. the tests marked `gpu` (in the folders that hold them, so that no other test module is imported);
 #   4. the GPU benchmarks (bench_cuda_ipc.py, bench_gpu_training.py).
 # Nothing here uses the network. Everything lands in OUTDIR:
@@ -53,15 +52,13 @@ echo "== 2. offline install"
     echo "no wheels in .whl/ (run experiments/gpu_wheels.sh where pip reaches PyPI, and carry .whl)"
   fi
   timeout 90 "$py" -m pip install -q --no-deps --no-build-isolation --root-user-action=ignore -e . \
-    || echo "could not install this checkout: the tests that run the train command will fail"
-  "$py" -c "import pathlib, sys; train = pathlib.Path(sys.executable).parent / 'train'; \
-print('the train command:', train if train.exists() else 'missing')"
+    && echo "installed this checkout" || echo "could not install this checkout (going on: it is on PYTHONPATH)"
   "$py" -c "import cuda_ipc; print('cuda_ipc.is_available():', cuda_ipc.is_available())"
 } 2>&1 | tee "$out/install.log"
 # The GPU tests that train A3C on CartPole, and so need gymnasium (they do not skip without it).
 gymnasium_tests=(
-  tests/gpu_training/test_gpu_training_runs.py::test_a3c_trains_checkpoints_and_resumes_on_the_device
-  tests/gpu_training/test_gpu_training_devices.py::test_train_on_a_missing_cuda_index_exits_2_naming_the_devices
+  tests/train/gpu/test_gpu_training_runs.py::test_a3c_trains_checkpoints_and_resumes_on_the_device
+  tests/train/gpu/test_gpu_training_devices.py::test_train_on_a_missing_cuda_index_exits_2_naming_the_devices
 )
 deselect=()
 if ! "$py" -c "import gymnasium" 2>/dev/null; then
@@ -91,7 +88,7 @@ run_bench() {
 
 echo "== 3. tests marked gpu"
 # SIGINT lets pytest stop cleanly and still write its JUnit file if the time runs out.
-timeout -s INT -k 15 "$(limit 170)" "$py" -m pytest tests/cuda_ipc tests/framework tests/gpu_training -m gpu \
+timeout -s INT -k 15 "$(limit 170)" "$py" -m pytest tests/cuda_ipc tests/framework tests/train/gpu -m gpu \
   "${deselect[@]}" -p no:cacheprovider -ra --junitxml="$out/gpu-tests.xml" 2>&1 | tee "$out/gpu-tests.log" || status=1
 echo "== 4. benchmarks"
 run_bench cuda_ipc 75 --reps 50 || status=1
