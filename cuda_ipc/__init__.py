@@ -88,11 +88,12 @@ def _on_cupy_import(cupy: ModuleType) -> None:
 
 
 def register_reducers() -> bool:
-    """Import CuPy, so that ``cupy.ndarray`` travels as a CUDA IPC handle; False when CuPy is not importable."""
+    """Import CuPy and register what its import registers (idempotent); False when CuPy is not importable."""
     try:
-        import cupy  # noqa: F401  (the import registers, see _on_cupy_import)
+        import cupy
     except ImportError:
         return False
+    _on_cupy_import(cupy)
     return True
 
 
