@@ -1,4 +1,5 @@
-"""LSTMCell: one step of an LSTM, with torch's parameter names, shapes and gate order (i, f, g, o)."""
+"""LSTMCell: one step of an LSTM, with torch's parameter names, shapes and gate order (i, f, g, o), and `unroll`
+over a whole sequence as one op (ops/recurrent.py: one GEMM per step, its backward a few large GEMMs)."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,7 @@ from typing import Any, Optional, Tuple
 from .. import creation
 from ..ops import pointwise
 from ..ops.arithmetic import linear
+from ..ops.recurrent import lstm_sequence
 from ..ops.shape import getitem, unsqueeze
 from ..tensor import Tensor
 from . import init
@@ -70,6 +72,20 @@ class LSTMCell(Module):
         if unbatched:
             return getitem(h_next, 0), getitem(c_next, 0)
         return h_next, c_next
+
+    def unroll(self, inputs: Tensor, hx: Optional[Tuple[Tensor, Tensor]] = None, keep: Any = None) -> Tensor:
+        """The hidden states (T, B, H) of the cell stepped over inputs (T, B, input_size) from hx (zeros if None).
+
+        keep, an optional (T, B) array, multiplies the state entering each step (0 where a sequence restarts).
+        Equal to calling the cell T times, and much cheaper to differentiate.
+        """
+        if inputs.ndim != 3 or inputs.shape[-1] != self.input_size:
+            raise ValueError(f"LSTMCell.unroll: expected input of shape (steps, batch, {self.input_size}), "
+                             f"got {tuple(inputs.shape)}")
+        if hx is None:
+            zeros = creation.zeros(inputs.shape[1], self.hidden_size, dtype=inputs.dtype, device=inputs.device)
+            hx = (zeros, zeros)
+        return lstm_sequence(inputs, hx[0], hx[1], self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh, keep)
 
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"

@@ -282,3 +282,19 @@ def test_lstm_cell(data, batched):
         return F.cat([h1, c1], axis=-1)
     check_grads(run, x, h, c, *params)
 
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data(), keep=st.booleans())
+def test_lstm_unroll(data, keep):
+    """LSTMCell.unroll (ops/recurrent.py) with respect to its input, initial state and every weight."""
+    F.manual_seed(0)
+    cell = F.nn.LSTMCell(3, 2).double()
+    x, h, c = data.draw(values((4, 2, 3))), data.draw(values((2, 2))), data.draw(values((2, 2)))
+    mask = np.array([[1, 1], [0, 1], [1, 1], [1, 0]], dtype=np.float64) if keep else None
+    names = [name for name, _ in cell.named_parameters()]
+
+    def run(xt, ht, ct, *weights):
+        for name, w in zip(names, weights):
+            object.__setattr__(cell, name, w)
+        return cell.unroll(xt, (ht, ct), mask)
+    check_grads(run, x, h, c, *[p.detach().numpy().copy() for p in cell.parameters()])

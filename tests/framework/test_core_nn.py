@@ -108,6 +108,25 @@ def test_lstm_cell_layout_gate_order_and_values():
         cell(F.tensor(x), (F.zeros(1, 4), F.zeros(1, 4)))
 
 
+def test_lstm_unroll_equals_stepping_the_cell():
+    F.manual_seed(3)
+    cell = nn.LSTMCell(5, 4)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 3, 5)).astype(np.float32)
+    keep = (rng.random((6, 3)) > 0.3).astype(np.float32)
+    state = (F.zeros(3, 4), F.zeros(3, 4))
+    expected = []
+    for t in range(6):
+        mask = F.tensor(keep[t][:, None])
+        state = cell(F.tensor(x[t]), (state[0] * mask, state[1] * mask))
+        expected.append(state[0].detach().numpy())
+    np.testing.assert_allclose(cell.unroll(F.tensor(x), keep=keep).detach().numpy(), np.stack(expected),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cell.unroll(F.tensor(x)).detach().numpy()[0], expected[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"expected input of shape \(steps, batch, 5\)"):
+        cell.unroll(F.tensor(x[0]))
+
+
 def test_activation_and_flatten_modules():
     x = F.tensor([[-1.0, 0.5], [2.0, -3.0]])
     assert nn.ReLU()(x).numpy().tolist() == [[0.0, 0.5], [2.0, 0.0]]
