@@ -21,8 +21,8 @@ from framework.device import to_device, to_host
 from framework.train.schema import ConfigError, Field
 
 
-def _spaces(config: Config) -> tuple[tuple[int, ...], int, bool]:
-    """(observation shape, action count or dimension, continuous) of the config's environment."""
+def _spaces(config: Config) -> tuple[tuple[int, ...], bool, int, bool]:
+    """(observation shape, uint8 observations, action count or dimension, continuous) of the config's environment."""
     try:
         env = make_env(config["env"]["id"], config["env"]["kwargs"])
     except EnvError as exc:
@@ -37,9 +37,10 @@ def _spaces(config: Config) -> tuple[tuple[int, ...], int, bool]:
             raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with {what} space {space}; "
                               f"allowed: environments with Discrete or Box spaces")
     obs_shape = (int(obs.n),) if isinstance(obs, gym.spaces.Discrete) else tuple(int(d) for d in obs.shape)
+    uint8 = isinstance(obs, gym.spaces.Box) and obs.dtype == np.uint8
     if isinstance(act, gym.spaces.Discrete):
-        return obs_shape, int(act.n), False
-    return obs_shape, int(np.prod(act.shape)), True
+        return obs_shape, uint8, int(act.n), False
+    return obs_shape, uint8, int(np.prod(act.shape)), True
 
 
 def _conv_layers(config: Config, obs_shape: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
@@ -94,10 +95,10 @@ class A3C(Algorithm):
         _conv_layers(config, _spaces(config)[0])
 
     def build_model(self, config: Config) -> ActorCritic:
-        obs_shape, n_actions, continuous = _spaces(config)
+        obs_shape, uint8_frames, n_actions, continuous = _spaces(config)
         m = config["model"]
         return ActorCritic(obs_shape, m["hidden"], m["activation"], m["lstm"], n_actions, continuous,
-                           _conv_layers(config, obs_shape))
+                           _conv_layers(config, obs_shape), uint8_frames=uint8_frames)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()

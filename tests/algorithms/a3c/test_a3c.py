@@ -1,12 +1,12 @@
 """The A3C plugin in one process: returns and advantages, the acting path, the rollout's forward pass (body
-batched, LSTM unrolled) against the step-by-step one, updates of the shared model for
+batched, LSTM unrolled) against the step-by-step one, uint8 frames, updates of the shared model for
 discrete/continuous actions and LSTM policies, truncation bootstrapping, non-finite updates, evaluation."""
 import numpy as np
 import pytest
 
 import framework
 from framework import algorithms, nn, optim
-from framework.algorithms.a3c.model import ActorCritic
+from framework.algorithms.a3c.model import ActorCritic, ScaleFrames
 from framework.algorithms.a3c.worker import Worker, advantages
 from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
 from framework.train.config import validate
@@ -132,6 +132,19 @@ def test_rollout_forward_equals_the_step_by_step_unroll(lstm):
     stepped = [heads.detach().numpy(), values.detach().numpy(), *_grads(model, heads, values, weights)]
     for ours, theirs in zip(batched, stepped):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_uint8_frames_are_scaled_once_inside_the_model():
+    worker, model, stats = _worker(env={"id": "vector_envs:Frames-v0"}, model={"lstm": True})
+    assert isinstance(worker.local.body[0], ScaleFrames) and worker.obs.dtype == np.uint8
+    frames = np.random.default_rng(0).integers(0, 256, (2, 2, 24, 24), dtype=np.uint8)
+    np.testing.assert_allclose(worker.local.body.forward_array(frames),
+                               worker.local.body[1:].forward_array(frames.astype(np.float32) / 255),
+                               rtol=1e-5, atol=1e-6)
+    before = model.arena.data.copy()
+    worker.update()
+    assert not np.array_equal(model.arena.data, before) and np.isfinite(model.arena.data).all()
+    assert stats.snapshot().total(UPDATES) == 1
 
 
 @pytest.mark.parametrize("sections", [
