@@ -99,7 +99,8 @@ def _kernel_grad(grad_blocked: Any, shape: tuple, stride: Tuple[int, int], dilat
 
 def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
-    """Cross-correlation of (N, C_in, H, W) input with an (C_out, C_in, KH, KW) weight, as torch.conv2d.
+    """Cross-correlation of (N, C_in, H, W) input with an (C_out, C_in, KH, KW) weight, as torch.conv2d (which
+    also takes integer input, such as uint8 frames, as its values in the weight's dtype).
 
     Space to depth, then shifted sums, on a flat grid. The (padded) input is
     cut into stride-sized blocks: a (C_in * sh * sw, N * GH * GW) matrix, a copy
@@ -144,8 +145,10 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     padded = x if fits else xp.pad(x, ((0, 0), (0, 0), (padding[0], padding[0] + extra[0]),
                                        (padding[1], padding[1] + extra[1])))[:, :, :rows, :cols]
     flat = n * grid[0] * grid[1]
-    block_cols = padded.reshape(n, in_c, grid[0], stride[0], grid[1], stride[1]).transpose(1, 3, 5, 0, 2, 4) \
-        .reshape(-1, flat)
+    # One copy into blocks; integer images (uint8 frames) become floats in this same copy.
+    block_cols = xp.empty((in_c * stride[0] * stride[1], flat), xp.result_type(x.dtype, w.dtype))
+    block_cols.reshape(in_c, stride[0], stride[1], n, grid[0], grid[1])[...] = \
+        padded.reshape(n, in_c, grid[0], stride[0], grid[1], stride[1]).transpose(1, 3, 5, 0, 2, 4)
     shifts = [a * grid[1] + b for a in range(blocks[0]) for b in range(blocks[1])]  # kernel offset k's shift
     per_offset = kernel_blocked @ block_cols  # row block k: every block's contribution through offset k
     out = per_offset[:out_c]

@@ -65,6 +65,9 @@ def test_conv2d_layout_and_values_against_direct_loops():
                     expected[n, o, i, j] = (padded[n, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] * w[o]).sum() + b[o]
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
     assert conv(F.tensor(x[0])).shape == (3, 4, 3)
+    frames = np.random.default_rng(2).integers(0, 256, (2, 2, 7, 6), dtype=np.uint8)  # integer input: as floats
+    np.testing.assert_allclose(conv(F.tensor(frames)).detach().numpy(),
+                               conv(F.tensor(frames.astype(np.float32))).detach().numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match="groups=1"):
         nn.Conv2d(2, 2, 3, groups=2)
     with pytest.raises(ValueError, match="does not fit input with 5 channels"):

@@ -22,7 +22,7 @@ Environments that need an optional extra (Box2D for LunarLander, ale-py for
 Atari) are refused at config validation with the `pip install` to run, and
 `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
 wrapper chain (`make_atari`) and as a vector env (`make_atari_vector`).
-Image observations stay uint8 (the model scales them).
+uint8 images (C, H, W) stay uint8 (the model reads them as [0, 1]); other observations are float32.
 """
 from __future__ import annotations
 
@@ -263,7 +263,7 @@ class _VectorEnvs:
 
 class EnvBatch:
     """n environments of one id stepped together (one vector env, or a loop of envs: see the module docstring);
-    obs holds their current observations, uint8 for uint8 images and float32 otherwise.
+    obs holds their current observations, uint8 for uint8 images (C, H, W) and float32 otherwise.
 
     Box observations keep their shape, Discrete ones become one-hot vectors.
     Discrete actions are ints, Box actions are clipped to the space's bounds.
@@ -279,7 +279,7 @@ class EnvBatch:
         if isinstance(space, gym.spaces.Box):
             self._one_hot = 0
             self.obs_shape: tuple[int, ...] = tuple(space.shape)
-            dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+            dtype = np.uint8 if space.dtype == np.uint8 and len(space.shape) == 3 else np.float32
         elif isinstance(space, gym.spaces.Discrete):
             self._one_hot = int(space.n)
             self.obs_shape = (self._one_hot,)

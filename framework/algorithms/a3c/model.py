@@ -9,9 +9,9 @@ Training runs the body once over a whole rollout (`forward_rollout`): the
 convolutions and the MLP do not depend on the LSTM state, so all (T+1) x E
 frames go through them as one batch (large GEMMs forward and backward), and
 only the LSTM cell is unrolled over the T+1 steps, as one op (IMPALA and
-sample-factory do the same). Image frames stay uint8 until the body's first
-layer scales them to [0, 1]: a quarter of the memory traffic in env buffers,
-rollouts and copies.
+sample-factory do the same). uint8 image frames stay uint8 until the first
+convolution, which reads them as [0, 1] floats (FrameConv2d): a quarter of
+the memory traffic in env buffers, rollouts and copies.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 
 import framework
 from framework import nn
-from framework.device import array_module
+from framework.nn import functional as F
 from framework.distributions import Categorical, Normal
 
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
@@ -30,16 +30,15 @@ IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 
-class ScaleFrames(nn.Module):
-    """uint8 frames (0..255) to float32 in [0, 1]: the first layer of an image body, so that everything before
-    the model (env buffers, rollouts, copies to a device) moves bytes rather than floats."""
+class FrameConv2d(nn.Conv2d):
+    """Conv2d over uint8 frames (0..255) as if they were scaled to [0, 1]: conv(x / 255, W) = conv(x, W / 255).
+
+    The first layer of an image body: frames become floats only inside the convolution's own block copy, so
+    nothing before it (env buffers, rollouts, copies to a device) moves more than bytes.
+    """
 
     def forward(self, input: Any) -> Any:
-        return framework.as_tensor(self.forward_array(input.data_array))
-
-    def forward_array(self, x: Any) -> Any:
-        xp = array_module(x)
-        return xp.multiply(x, xp.float32(1.0 / 255.0), dtype=xp.float32)
+        return F.conv2d(input, self.weight * (1.0 / 255.0), self.bias, self.stride, self.padding, self.dilation)
 
 
 def conv_output_sides(sides: Sequence[int], conv: Sequence[tuple[int, int, int]]) -> tuple[int, ...]:
@@ -55,8 +54,8 @@ class ActorCritic(nn.Module):
     obs_shape is the observation size or shape; `conv` lists (channels, kernel,
     stride) of Conv2d layers over (C, H, W) observations (Atari frames), and
     observations of more than one axis are flattened before the MLP. With
-    uint8_frames the observations are uint8 images, scaled to [0, 1] by the
-    first layer (ScaleFrames).
+    uint8_frames the observations are uint8 images, read as [0, 1] by the
+    first convolution (FrameConv2d).
     Discrete actions: the policy head gives logits. Continuous actions: it gives
     the mean of a Normal whose log standard deviation is a learned parameter.
     """
@@ -66,10 +65,11 @@ class ActorCritic(nn.Module):
                  uint8_frames: bool = False):
         super().__init__()
         act = ACTIVATIONS[activation]
-        layers: list[nn.Module] = [ScaleFrames()] if uint8_frames else []
+        layers: list[nn.Module] = []
         shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
         for channels, kernel, stride in conv:
-            layers += [nn.Conv2d(shape[0], channels, kernel, stride), act()]
+            layer = FrameConv2d if uint8_frames and not layers else nn.Conv2d
+            layers += [layer(shape[0], channels, kernel, stride), act()]
             shape = (channels, *conv_output_sides(shape[1:], [(channels, kernel, stride)]))
         if len(shape) > 1:
             layers.append(nn.Flatten())

@@ -6,7 +6,7 @@ import pytest
 
 import framework
 from framework import algorithms, nn, optim
-from framework.algorithms.a3c.model import ActorCritic, ScaleFrames
+from framework.algorithms.a3c.model import ActorCritic, FrameConv2d
 from framework.algorithms.a3c.worker import Worker, advantages
 from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
 from framework.train.config import validate
@@ -134,12 +134,14 @@ def test_rollout_forward_equals_the_step_by_step_unroll(lstm):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
-def test_uint8_frames_are_scaled_once_inside_the_model():
+def test_uint8_frames_are_read_as_floats_by_the_first_convolution():
     worker, model, stats = _worker(env={"id": "vector_envs:Frames-v0"}, model={"lstm": True})
-    assert isinstance(worker.local.body[0], ScaleFrames) and worker.obs.dtype == np.uint8
+    first = worker.local.body[0]
+    assert isinstance(first, FrameConv2d) and worker.obs.dtype == np.uint8
     frames = np.random.default_rng(0).integers(0, 256, (2, 2, 24, 24), dtype=np.uint8)
-    np.testing.assert_allclose(worker.local.body.forward_array(frames),
-                               worker.local.body[1:].forward_array(frames.astype(np.float32) / 255),
+    scaled = framework.conv2d(framework.from_numpy(frames.astype(np.float32) / 255), first.weight, first.bias,
+                              first.stride).detach().numpy()
+    np.testing.assert_allclose(worker.local.body.forward_array(frames), worker.local.body[1:].forward_array(scaled),
                                rtol=1e-5, atol=1e-6)
     before = model.arena.data.copy()
     worker.update()
