@@ -6,11 +6,12 @@ import math
 from typing import Any, Optional, Tuple
 
 from .. import creation
+from ..grad_mode import MODE
 from ..ops import pointwise
 from ..ops.arithmetic import linear
-from ..ops.recurrent import lstm_sequence
+from ..ops.recurrent import lstm_cell_array, lstm_sequence
 from ..ops.shape import getitem, unsqueeze
-from ..tensor import Tensor
+from ..tensor import Tensor, wrap
 from . import init
 from .linear import _positive
 from .module import Module
@@ -21,7 +22,8 @@ class LSTMCell(Module):
     """(h', c') = LSTMCell(x, (h, c)); weight_ih (4h, in), weight_hh (4h, h), bias_ih and bias_hh (4h).
 
     Gates are computed as x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh and
-    split in the order input, forget, cell, output. Every parameter starts as
+    split in the order input, forget, cell, output (without autograd, as for acting, on raw arrays in one
+    pass: ops/recurrent.py's lstm_cell_array). Every parameter starts as
     U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch. The state defaults to zeros.
     """
 
@@ -61,6 +63,12 @@ class LSTMCell(Module):
             if tuple(h.shape) != expected or tuple(c.shape) != expected:
                 raise ValueError(f"LSTMCell: expected h and c of shape {expected}, got {tuple(h.shape)} and "
                                  f"{tuple(c.shape)}")
+        if not (MODE.enabled and any(t._rg for t in (input, h, c, *self.parameters()))):  # acting: raw arrays
+            h_next, c_next = (wrap(a) for a in lstm_cell_array(
+                input._data, h._data, c._data, self.weight_ih._data, self.weight_hh._data,
+                None if self.bias_ih is None else self.bias_ih._data,
+                None if self.bias_hh is None else self.bias_hh._data))
+            return (getitem(h_next, 0), getitem(c_next, 0)) if unbatched else (h_next, c_next)
         gates = linear(input, self.weight_ih, self.bias_ih) + linear(h, self.weight_hh, self.bias_hh)
         n = self.hidden_size
         i = pointwise.sigmoid(getitem(gates, (slice(None), slice(0, n))))

@@ -6,8 +6,9 @@ projection of all T steps is one GEMM, each step is one (B, H) x (H, 4H)
 GEMM and a few element-wise passes on preallocated buffers, and the backward
 pass walks the steps in reverse for the gate gradients only, then forms the
 gradients of both weights and of the input with three large GEMMs. The price
-is memory: the gates and cell states of every step are kept, (T, B, 6H)
-floats, as autograd would keep them anyway.
+is memory: the gates and cell states of every step are kept, (T, B, 12H)
+floats, as autograd would keep them anyway. Without autograd, one step of the
+same arithmetic (`lstm_cell_array`) is LSTMCell's acting path.
 
 Gate order and parameters are torch's (i, f, g, o; weight_ih (4H, in),
 weight_hh (4H, H), bias_ih, bias_hh). The sigmoid gates are computed as
@@ -30,6 +31,30 @@ def _gate_constants(xp: Any, hidden: int, dtype: Any) -> tuple:
     scale = xp.repeat(xp.asarray([0.5, 0.5, 1.0, 0.5], dtype), hidden)
     offset = xp.repeat(xp.asarray([0.5, 0.5, 0.0, 0.5], dtype), hidden)
     return scale, offset
+
+
+def _step(z: Any, c: Any, scale: Any, offset: Any, tanh_z: Any, gates: Any, tanh_c: Any, h: Any) -> tuple:
+    """One step from the gate pre-activations z (B, 4H) and the cell state c: writes tanh(scale * z), the gates
+    (i, f, g, o), tanh(c') and h' into the given (B, 4H), (B, 4H), (B, H), (B, H) buffers; returns (h', c')."""
+    hidden = c.shape[1]
+    np.tanh(z * scale, out=tanh_z)
+    np.multiply(tanh_z, scale, out=gates)
+    gates += offset
+    c = gates[:, hidden:2 * hidden] * c + gates[:, :hidden] * gates[:, 2 * hidden:3 * hidden]
+    np.tanh(c, out=tanh_c)
+    np.multiply(gates[:, 3 * hidden:], tanh_c, out=h)
+    return h, c
+
+
+def lstm_cell_array(x: Any, h: Any, c: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None) -> tuple:
+    """(h', c') of one LSTM step on raw arrays, without autograd: LSTMCell's path for acting and inference."""
+    xp = array_module(x)
+    z = x @ w_ih.T + h @ w_hh.T
+    for bias in (b_ih, b_hh):
+        if bias is not None:
+            z += bias
+    scale, offset = _gate_constants(xp, c.shape[-1], z.dtype)
+    return _step(z, c, scale, offset, xp.empty_like(z), xp.empty_like(z), xp.empty_like(c), xp.empty_like(c))
 
 
 def lstm_sequence(input: Tensor, h0: Tensor, c0: Tensor, weight_ih: Tensor, weight_hh: Tensor,
@@ -58,23 +83,16 @@ def lstm_sequence(input: Tensor, h0: Tensor, c0: Tensor, weight_ih: Tensor, weig
     c_in = xp.empty((steps, batch, hidden), dtype)
     tanh_c = xp.empty((steps, batch, hidden), dtype)
     hs = xp.empty((steps, batch, hidden), dtype)
-    i_, f_, g_, o_ = (slice(k * hidden, (k + 1) * hidden) for k in range(4))
     for t in range(steps):
         if keep_col is not None:
             h, c = h * keep_col[t], c * keep_col[t]
         h_in[t], c_in[t] = h, c
-        z = projected[t] + h @ w_hh.T
-        np.tanh(z * scale, out=tanh_z[t])
-        gate = gates[t]
-        np.multiply(tanh_z[t], scale, out=gate)
-        gate += offset
-        c = gate[:, f_] * c + gate[:, i_] * gate[:, g_]
-        np.tanh(c, out=tanh_c[t])
-        h = hs[t]
-        np.multiply(gate[:, o_], tanh_c[t], out=h)
+        h, c = _step(projected[t] + h @ w_hh.T, c, scale, offset, tanh_z[t], gates[t], tanh_c[t], hs[t])
     parents = tuple(p for p in (input, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh) if p is not None)
     if not (MODE.enabled and any(p._rg for p in parents)):
         return wrap(hs)
+
+    i_, f_, g_, o_ = (slice(k * hidden, (k + 1) * hidden) for k in range(4))
 
     def lstm_sequence_backward(g: Any) -> tuple:
         dz = xp.empty((steps, batch, 4 * hidden), dtype)

@@ -105,6 +105,10 @@ def test_lstm_cell_layout_gate_order_and_values():
     c_ref = f * c + i * g
     np.testing.assert_allclose(c1.detach().numpy(), c_ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(h1.detach().numpy(), o * np.tanh(c_ref), rtol=1e-5, atol=1e-6)
+    with F.no_grad():  # the raw-array path for acting
+        for ours, theirs in zip(cell(F.tensor(x), (F.tensor(h), F.tensor(c))), (h1, c1)):
+            np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
+        assert cell(F.tensor(x[0]), (F.tensor(h[0]), F.tensor(c[0])))[1].shape == (4,)
     h0, c0 = cell(F.tensor(x))
     assert h0.shape == (2, 4) and cell(F.tensor(x[0]))[0].shape == (4,)
     with pytest.raises(ValueError, match=r"expected h and c of shape \(2, 4\)"):
