@@ -240,7 +240,11 @@ class _VectorEnvs:
                         f"{type(exc).__name__}: {exc}")
 
     def reset(self, seed: int) -> np.ndarray:
-        """Reset every env (env i with seed + i, as gymnasium's vector envs do); their first observations."""
+        """Reset every env (env i with seed + i, as gymnasium's vector envs do); their first observations.
+
+        seed is first taken modulo 2**31 - n, so that every env's seed fits the int32 that ALE takes.
+        """
+        seed %= 2**31 - self.vector_env.num_envs
         self.vector_env.action_space.seed(seed)
         try:
             return self.vector_env.reset(seed=seed)[0]
