@@ -99,8 +99,8 @@ def _kernel_grad(grad_blocked: Any, shape: tuple, stride: Tuple[int, int], dilat
 
 def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
-    """Cross-correlation of (N, C_in, H, W) input with an (C_out, C_in, KH, KW) weight, as torch.conv2d (which
-    also takes integer input, such as uint8 frames, as its values in the weight's dtype).
+    """Cross-correlation of (N, C_in, H, W) input with an (C_out, C_in, KH, KW) weight, as torch.conv2d; integer
+    input (uint8 frames) is read as its values in the weight's dtype, where torch refuses it.
 
     Space to depth, then shifted sums, on a flat grid. The (padded) input is
     cut into stride-sized blocks: a (C_in * sh * sw, N * GH * GW) matrix, a copy

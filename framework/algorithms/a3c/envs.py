@@ -11,18 +11,18 @@ ended it (SAME_STEP autoreset, the final observation in info["final_obs"]),
 the batch is one vector env: ale-py's AtariVectorEnv steps all of a worker's
 games in C++ with the preprocessing built in (its speed against the Python
 wrapper chain is in experiments/results/atari.md). Elsewhere n envs are
-stepped in a Python loop. Both give
-the same steps: the reset observation right after the step that ended an
-episode, the last observation before it for bootstrapping on truncation. A
-NEXT_STEP-only vector env (gymnasium's CartPoleVectorEnv) is not used: it
-reports the reset observation one call later, when every other env has moved
-on too, and cannot reset one env alone.
+stepped in a Python loop. Both give the same steps: the reset observation
+right after the step that ended an episode, the last observation before it
+for bootstrapping on truncation. A NEXT_STEP-only vector env (gymnasium's
+CartPoleVectorEnv) is not used: it reports the reset observation one call
+later, when every other env has moved on too, and cannot reset one env alone.
 
 Environments that need an optional extra (Box2D for LunarLander, ale-py for
 Atari) are refused at config validation with the `pip install` to run, and
 `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
 wrapper chain (`make_atari`) and as a vector env (`make_atari_vector`).
-uint8 images (C, H, W) stay uint8 (the model reads them as [0, 1]); other observations are float32.
+uint8 images (C, H, W) stay uint8 (the model reads them as [0, 1]); other
+observations are float32.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def make_atari_vector(num_envs: int, game: str = "ALE/Pong-v5", frame_stack: int
     from ale_py.vector_env import AtariVectorEnv
 
     settings = {**gym.spec(game).kwargs, **kwargs}
-    settings.pop("frameskip", None)  # the game's 4 frames per action, as AtariPreprocessing's frame_skip=4
+    settings.pop("frameskip", None)  # frames are skipped (4, max-pooled) as in AtariPreprocessing, not by ALE
     return AtariVectorEnv(settings.pop("game"), num_envs, num_threads=1, autoreset_mode=autoreset_mode,
                           img_height=screen_size, img_width=screen_size, stack_num=frame_stack, frameskip=4,
                           noop_max=noop_max, episodic_life=terminal_on_life_loss, reward_clipping=False,
