@@ -203,6 +203,21 @@ def test_conv2d(data, stride, padding, dilation, batched):
     check_grads(lambda *t: F.conv2d(*t, stride=stride, padding=padding, dilation=dilation), x, w, b)
 
 
+@pytest.mark.parametrize("size, kernel, stride, padding, dilation", [
+    ((12, 12), (8, 8), (4, 4), (0, 0), (1, 1)),   # the A3C network's first convolution: 2 x 2 blocks of 4 x 4
+    ((8, 8), (4, 4), (2, 2), (0, 0), (1, 1)),     # its second
+    ((9, 7), (3, 3), (2, 2), (1, 1), (1, 1)),     # a kernel that is not a whole number of strides
+    ((7, 8), (2, 3), (3, 2), (2, 1), (2, 1)),     # dilation and padding, unequal in H and W
+    ((5, 6), (3, 2), (1, 1), (0, 2), (2, 3)),     # stride 1 with dilation
+    ((3, 3), (1, 1), (4, 4), (2, 2), (1, 1)),     # a stride past the input: rows and columns cut off
+], ids=["k8s4", "k4s2", "k3s2p1", "dilated-padded", "dilated-s1", "wide-stride"])
+def test_conv2d_blocked_paths(size, kernel, stride, padding, dilation):
+    """conv2d's space-to-depth path on the shapes that exercise its zero taps, padding and cropping."""
+    rng = np.random.default_rng(sum(size) + sum(kernel))
+    x, w, b = rng.standard_normal((2, 2, *size)), rng.standard_normal((3, 2, *kernel)), rng.standard_normal(3)
+    check_grads(lambda *t: F.conv2d(*t, stride=stride, padding=padding, dilation=dilation), x, w, b)
+
+
 @settings(max_examples=8, deadline=None)
 @given(data=st.data(), kernel=st.integers(2, 3), stride=st.sampled_from([None, 1, 2]), padding=st.integers(0, 1))
 def test_max_pool2d(data, kernel, stride, padding):
@@ -266,3 +281,20 @@ def test_lstm_cell(data, batched):
         h1, c1 = cell(xt, (ht, ct))
         return F.cat([h1, c1], axis=-1)
     check_grads(run, x, h, c, *params)
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data(), keep=st.booleans())
+def test_lstm_unroll(data, keep):
+    """LSTMCell.unroll (ops/recurrent.py) with respect to its input, initial state and every weight."""
+    F.manual_seed(0)
+    cell = F.nn.LSTMCell(3, 2).double()
+    x, h, c = data.draw(values((4, 2, 3))), data.draw(values((2, 2))), data.draw(values((2, 2)))
+    mask = np.array([[1, 1], [0, 1], [1, 1], [1, 0]], dtype=np.float64) if keep else None
+    names = [name for name, _ in cell.named_parameters()]
+
+    def run(xt, ht, ct, *weights):
+        for name, w in zip(names, weights):
+            object.__setattr__(cell, name, w)
+        return cell.unroll(xt, (ht, ct), mask)
+    check_grads(run, x, h, c, *[p.detach().numpy().copy() for p in cell.parameters()])

@@ -65,6 +65,9 @@ def test_conv2d_layout_and_values_against_direct_loops():
                     expected[n, o, i, j] = (padded[n, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] * w[o]).sum() + b[o]
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
     assert conv(F.tensor(x[0])).shape == (3, 4, 3)
+    frames = np.random.default_rng(2).integers(0, 256, (2, 2, 7, 6), dtype=np.uint8)  # integer input: as floats
+    np.testing.assert_allclose(conv(F.tensor(frames)).detach().numpy(),
+                               conv(F.tensor(frames.astype(np.float32))).detach().numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match="groups=1"):
         nn.Conv2d(2, 2, 3, groups=2)
     with pytest.raises(ValueError, match="does not fit input with 5 channels"):
@@ -102,10 +105,33 @@ def test_lstm_cell_layout_gate_order_and_values():
     c_ref = f * c + i * g
     np.testing.assert_allclose(c1.detach().numpy(), c_ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(h1.detach().numpy(), o * np.tanh(c_ref), rtol=1e-5, atol=1e-6)
+    with F.no_grad():  # the raw-array path for acting
+        for ours, theirs in zip(cell(F.tensor(x), (F.tensor(h), F.tensor(c))), (h1, c1)):
+            np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
+        assert cell(F.tensor(x[0]), (F.tensor(h[0]), F.tensor(c[0])))[1].shape == (4,)
     h0, c0 = cell(F.tensor(x))
     assert h0.shape == (2, 4) and cell(F.tensor(x[0]))[0].shape == (4,)
     with pytest.raises(ValueError, match=r"expected h and c of shape \(2, 4\)"):
         cell(F.tensor(x), (F.zeros(1, 4), F.zeros(1, 4)))
+
+
+def test_lstm_unroll_equals_stepping_the_cell():
+    F.manual_seed(3)
+    cell = nn.LSTMCell(5, 4)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 3, 5)).astype(np.float32)
+    keep = (rng.random((6, 3)) > 0.3).astype(np.float32)
+    state = (F.zeros(3, 4), F.zeros(3, 4))
+    expected = []
+    for t in range(6):
+        mask = F.tensor(keep[t][:, None])
+        state = cell(F.tensor(x[t]), (state[0] * mask, state[1] * mask))
+        expected.append(state[0].detach().numpy())
+    np.testing.assert_allclose(cell.unroll(F.tensor(x), keep=keep).detach().numpy(), np.stack(expected),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cell.unroll(F.tensor(x)).detach().numpy()[0], expected[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"expected input of shape \(steps, batch, 5\)"):
+        cell.unroll(F.tensor(x[0]))
 
 
 def test_activation_and_flatten_modules():

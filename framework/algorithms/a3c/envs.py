@@ -5,19 +5,37 @@ so a worker acts with one batched forward pass per step; episodes that end are
 reset in place and their returns and lengths reported. An environment that
 raises is reported as `EnvError` naming the env id and the worker's rank.
 
+Where gymnasium registers a vector entry point for the id that is the same
+environment (same spaces) and can reset a finished env within the step that
+ended it (SAME_STEP autoreset, the final observation in info["final_obs"]),
+the batch is one vector env: ale-py's AtariVectorEnv steps all of a worker's
+games in C++ with the preprocessing built in (its speed against the Python
+wrapper chain is in experiments/results/atari.md). Elsewhere n envs are
+stepped in a Python loop. Both give the same steps: the reset observation
+right after the step that ended an episode, the last observation before it
+for bootstrapping on truncation. A NEXT_STEP-only vector env (gymnasium's
+CartPoleVectorEnv) is not used: it reports the reset observation one call
+later, when every other env has moved on too, and cannot reset one env alone.
+
 Environments that need an optional extra (Box2D for LunarLander, ale-py for
 Atari) are refused at config validation with the `pip install` to run, and
-`hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing.
+`hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
+wrapper chain (`make_atari`) and as a vector env (`make_atari_vector`).
+uint8 images (C, H, W) stay uint8 (the model reads them as [0, 1]); other
+observations are float32.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
+from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 ATARI_ID = "hogshare/Atari-v0"
@@ -71,19 +89,40 @@ def env_id_problem(env_id: str) -> str | None:
 def make_atari(game: str = "ALE/Pong-v5", frame_stack: int = 4, screen_size: int = 84, noop_max: int = 30,
                terminal_on_life_loss: bool = False, **kwargs: Any) -> gym.Env:
     """An ALE game preprocessed as in A3C/DQN: up to noop_max no-ops at reset, 4 frames per action (max of the
-    last two), 84x84 grayscale scaled to [0, 1], the last frame_stack frames stacked: observations (k, 84, 84).
+    last two), 84x84 grayscale uint8, the last frame_stack frames stacked: observations (k, 84, 84).
 
     kwargs go to the ALE environment (e.g. repeat_action_probability); registered as `hogshare/Atari-v0`.
     """
     importlib.import_module("ale_py")  # registers the ALE/ ids
     env = gym.make(game, frameskip=1, **kwargs)
     env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=screen_size,
-                             terminal_on_life_loss=terminal_on_life_loss, grayscale_obs=True, scale_obs=True)
+                             terminal_on_life_loss=terminal_on_life_loss, grayscale_obs=True, scale_obs=False)
     return FrameStackObservation(env, frame_stack)
 
 
+def make_atari_vector(num_envs: int, game: str = "ALE/Pong-v5", frame_stack: int = 4, screen_size: int = 84,
+                      noop_max: int = 30, terminal_on_life_loss: bool = False,
+                      autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP, **kwargs: Any) -> gym.vector.VectorEnv:
+    """num_envs games of `make_atari` as one ale-py AtariVectorEnv (C++, one thread: a worker owns one core).
+
+    The same preprocessing, unclipped rewards and no FIRE at reset, as the wrapper chain; the game's
+    registered settings (sticky actions, frame limit) unless kwargs override them. What still differs is
+    said in tests/algorithms/a3c/test_env_batch.py: the no-op counts come from another generator, and
+    the stack is padded with zero frames after a reset where the wrapper repeats the first frame.
+    """
+    importlib.import_module("ale_py")
+    from ale_py.vector_env import AtariVectorEnv
+
+    settings = {**gym.spec(game).kwargs, **kwargs}
+    settings.pop("frameskip", None)  # frames are skipped (4, max-pooled) as in AtariPreprocessing, not by ALE
+    return AtariVectorEnv(settings.pop("game"), num_envs, num_threads=1, autoreset_mode=autoreset_mode,
+                          img_height=screen_size, img_width=screen_size, stack_num=frame_stack, frameskip=4,
+                          noop_max=noop_max, episodic_life=terminal_on_life_loss, reward_clipping=False,
+                          use_fire_reset=False, **settings)
+
+
 if ATARI_ID not in gym.envs.registry:
-    gym.register(ATARI_ID, entry_point=make_atari)
+    gym.register(ATARI_ID, entry_point=make_atari, vector_entry_point=make_atari_vector)
 
 
 def make_env(env_id: str, kwargs: Mapping[str, Any] | None = None, rank: int = 0) -> gym.Env:
@@ -108,56 +147,13 @@ class BatchStep:
     episode_lengths: list[int]
 
 
-class EnvBatch:
-    """n environments of one id, stepped in a loop; obs holds their current observations as float32.
+class _LoopEnvs:
+    """n `gym.make` envs stepped one after the other; an env whose episode ends is reset at once."""
 
-    Box observations keep their shape, Discrete ones become one-hot vectors.
-    Discrete actions are ints, Box actions are clipped to the space's bounds.
-    """
-
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0):
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int):
         self.env_id, self.rank = env_id, rank
         self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
-        space = self.envs[0].observation_space
-        if isinstance(space, gym.spaces.Box):
-            self._one_hot = 0
-            self.obs_shape: tuple[int, ...] = tuple(space.shape)
-        elif isinstance(space, gym.spaces.Discrete):
-            self._one_hot = int(space.n)
-            self.obs_shape = (self._one_hot,)
-        else:
-            raise EnvError(f"environment {env_id} (worker {rank}): observation space {space} is not supported; "
-                           f"allowed: Box or Discrete")
-        self.action_space = self.envs[0].action_space
-        if not isinstance(self.action_space, (gym.spaces.Discrete, gym.spaces.Box)):
-            raise EnvError(f"environment {env_id} (worker {rank}): action space {self.action_space} is not "
-                           f"supported; allowed: Discrete or Box")
-        self.obs = np.zeros((n, *self.obs_shape), dtype=np.float32)
-        self._returns = [0.0] * n
-        self._lengths = [0] * n
-        first = []
-        for i, env in enumerate(self.envs):
-            env.action_space.seed(seed + i)
-            first.append(self._reset(i, seed + i))
-        self.obs[...] = self._as_obs(first)
-
-    def __len__(self) -> int:
-        return len(self.envs)
-
-    def _as_obs(self, observations: list[Any]) -> np.ndarray:
-        """Raw observations as a float32 batch (one-hot for Discrete spaces)."""
-        if self._one_hot:
-            out = np.zeros((len(observations), self._one_hot), dtype=np.float32)
-            out[np.arange(len(observations)), np.asarray(observations, dtype=np.int64)] = 1.0
-            return out
-        return np.asarray(observations, dtype=np.float32)
-
-    def _actions(self, actions: np.ndarray) -> list[Any]:
-        """Per-env actions: NumPy ints for Discrete (gymnasium checks those faster than Python ints), rows
-        clipped to the bounds for Box."""
-        if isinstance(self.action_space, gym.spaces.Discrete):
-            return list(np.asarray(actions, dtype=np.int64))
-        return list(np.clip(actions, self.action_space.low, self.action_space.high))
+        self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
 
     def _error(self, i: int, what: str, exc: Exception) -> EnvError:
         return EnvError(f"environment {self.env_id} (worker {self.rank}, env {i}) raised in {what}: "
@@ -169,45 +165,179 @@ class EnvBatch:
         except Exception as exc:
             raise self._error(i, "reset", exc) from exc
 
-    def step(self, actions: np.ndarray) -> BatchStep:
-        """Step every env with its action; finished episodes are reset and their stats returned."""
+    def reset(self, seed: int) -> list[Any]:
+        """Reset env i with seed + i; their first observations."""
+        for i, env in enumerate(self.envs):
+            env.action_space.seed(seed + i)
+        return [self._reset(i, seed + i) for i in range(len(self.envs))]
+
+    def step(self, actions: Any) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+        """(observations after any reset, rewards, terminated, truncated, last observations of ended episodes)."""
         n = len(self.envs)
-        acts = self._actions(actions)
         observations: list[Any] = [None] * n
-        rewards = [0.0] * n
+        final: list[Any] = [None] * n
+        rewards = np.zeros(n)
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
-        trunc_index, trunc_obs, ep_index, ep_returns, ep_lengths = [], [], [], [], []
-        returns, lengths = self._returns, self._lengths
         for i, env in enumerate(self.envs):
             try:
-                observation, reward, term, trunc, _ = env.step(acts[i])
+                observation, rewards[i], terminated[i], truncated[i], _ = env.step(actions[i])
             except Exception as exc:
                 raise self._error(i, "step", exc) from exc
-            rewards[i] = reward
-            returns[i] += reward
-            lengths[i] += 1
-            if term or trunc:
-                if term:
-                    terminated[i] = True
-                else:
-                    truncated[i] = True
-                    trunc_index.append(i)
-                    trunc_obs.append(observation)
-                ep_index.append(i)
-                ep_returns.append(float(returns[i]))
-                ep_lengths.append(lengths[i])
-                returns[i] = 0.0
-                lengths[i] = 0
+            if terminated[i] or truncated[i]:
+                final[i] = observation
                 observation = self._reset(i)
             observations[i] = observation
+        return observations, rewards, terminated, truncated, final
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class _VectorEnvs:
+    """One vector env from the id's vector entry point, resetting ended episodes in the same step."""
+
+    def __init__(self, vector_env: gym.vector.VectorEnv, env_id: str, rank: int):
+        self.vector_env, self.env_id, self.rank = vector_env, env_id, rank
+        self.observation_space = vector_env.single_observation_space
+        self.action_space = vector_env.single_action_space
+
+    @classmethod
+    def build(cls, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int) -> "_VectorEnvs | None":
+        """The vector env for env_id when one is registered, accepts kwargs, resets in the same step and has
+        the spaces of `make_env(env_id, kwargs)`; None otherwise (a loop of envs is then used)."""
+        module, _, name = env_id.rpartition(":")
+        if module:
+            importlib.import_module(module)
+        spec = gym.envs.registry.get(name)
+        if spec is None or spec.vector_entry_point is None:
+            return None
+        creator = load_env_creator(spec.vector_entry_point) if isinstance(spec.vector_entry_point, str) \
+            else spec.vector_entry_point
+        kwargs = dict(kwargs or {})
+        if "autoreset_mode" in inspect.signature(creator).parameters:
+            kwargs["autoreset_mode"] = AutoresetMode.SAME_STEP
+        elif getattr(creator, "metadata", {}).get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            return None
+        try:
+            vector_env = gym.make_vec(name, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
+        except TypeError:  # arguments that only the single env takes
+            return None
+        except Exception as exc:
+            raise EnvError(f"environment {env_id} (worker {rank}) could not be built as a vector env: {exc}") from exc
+        single = make_env(env_id, kwargs={k: v for k, v in kwargs.items() if k != "autoreset_mode"}, rank=rank)
+        same = (single.observation_space == vector_env.single_observation_space
+                and single.action_space == vector_env.single_action_space)
+        single.close()
+        if same and vector_env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP:
+            return cls(vector_env, env_id, rank)
+        vector_env.close()
+        return None
+
+    def _error(self, what: str, exc: Exception) -> EnvError:
+        return EnvError(f"environment {self.env_id} (worker {self.rank}, vector env) raised in {what}: "
+                        f"{type(exc).__name__}: {exc}")
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset every env (env i with seed + i, as gymnasium's vector envs do); their first observations.
+
+        seed is first taken modulo 2**31 - n, so that every env's seed fits the int32 that ALE takes.
+        """
+        seed %= 2**31 - self.vector_env.num_envs
+        self.vector_env.action_space.seed(seed)
+        try:
+            return self.vector_env.reset(seed=seed)[0]
+        except Exception as exc:
+            raise self._error("reset", exc) from exc
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]:
+        """As _LoopEnvs.step, from one call of the vector env."""
+        try:
+            observations, rewards, terminated, truncated, info = self.vector_env.step(actions)
+        except Exception as exc:
+            raise self._error("step", exc) from exc
+        done = terminated | truncated
+        return observations, np.asarray(rewards, dtype=np.float64), terminated, truncated, \
+            info["final_obs"] if done.any() else None
+
+    def close(self) -> None:
+        self.vector_env.close()
+
+
+class EnvBatch:
+    """n environments of one id stepped together (one vector env, or a loop of envs: see the module docstring);
+    obs holds their current observations, uint8 for uint8 images (C, H, W) and float32 otherwise.
+
+    Box observations keep their shape, Discrete ones become one-hot vectors.
+    Discrete actions are ints, Box actions are clipped to the space's bounds.
+    """
+
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0):
+        self.env_id, self.rank = env_id, rank
+        vector = _VectorEnvs.build(env_id, kwargs, n, rank)
+        self.vectorized = vector is not None
+        self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank)
+        self._n = n
+        space = self._envs.observation_space
+        if isinstance(space, gym.spaces.Box):
+            self._one_hot = 0
+            self.obs_shape: tuple[int, ...] = tuple(space.shape)
+            dtype = np.uint8 if space.dtype == np.uint8 and len(space.shape) == 3 else np.float32
+        elif isinstance(space, gym.spaces.Discrete):
+            self._one_hot = int(space.n)
+            self.obs_shape = (self._one_hot,)
+            dtype = np.float32
+        else:
+            self._envs.close()
+            raise EnvError(f"environment {env_id} (worker {rank}): observation space {space} is not supported; "
+                           f"allowed: Box or Discrete")
+        self.action_space = self._envs.action_space
+        if not isinstance(self.action_space, (gym.spaces.Discrete, gym.spaces.Box)):
+            self._envs.close()
+            raise EnvError(f"environment {env_id} (worker {rank}): action space {self.action_space} is not "
+                           f"supported; allowed: Discrete or Box")
+        self.obs = np.zeros((n, *self.obs_shape), dtype=dtype)
+        self._returns = np.zeros(n)
+        self._lengths = np.zeros(n, dtype=np.int64)
+        self.obs[...] = self._as_obs(self._envs.reset(seed))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _as_obs(self, observations: Any) -> np.ndarray:
+        """Raw observations as a batch of obs's dtype (one-hot for Discrete spaces)."""
+        if self._one_hot:
+            out = np.zeros((len(observations), self._one_hot), dtype=np.float32)
+            out[np.arange(len(observations)), np.asarray(observations, dtype=np.int64)] = 1.0
+            return out
+        return np.asarray(observations, dtype=self.obs.dtype).reshape(len(observations), *self.obs_shape)
+
+    def _actions(self, actions: np.ndarray) -> np.ndarray:
+        """Actions as the envs take them: int64 for Discrete (gymnasium checks NumPy ints faster than Python
+        ints), rows clipped to the bounds for Box."""
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            return np.asarray(actions, dtype=np.int64)
+        return np.clip(actions, self.action_space.low, self.action_space.high)
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        """Step every env with its action; finished episodes are reset and their stats returned."""
+        observations, rewards, terminated, truncated, final = self._envs.step(self._actions(actions))
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool) & ~terminated
+        self._returns += rewards
+        self._lengths += 1
+        ended = np.flatnonzero(terminated | truncated)
+        episode_returns = self._returns[ended].tolist()
+        episode_lengths = self._lengths[ended].tolist()
+        self._returns[ended] = 0.0
+        self._lengths[ended] = 0
+        truncated_index = np.flatnonzero(truncated)
         self.obs[...] = self._as_obs(observations)
-        return BatchStep(np.asarray(rewards, dtype=np.float32), terminated, truncated,
-                         np.asarray(trunc_index, dtype=np.int64),
-                         self._as_obs(trunc_obs).reshape(len(trunc_obs), *self.obs_shape),
-                         ep_index, ep_returns, ep_lengths)
+        return BatchStep(rewards.astype(np.float32), terminated, truncated, truncated_index,
+                         self._as_obs([final[i] for i in truncated_index]), ended.tolist(),
+                         episode_returns, episode_lengths)
 
     def close(self) -> None:
         """Close every env."""
-        for env in self.envs:
-            env.close()
+        self._envs.close()

@@ -4,6 +4,14 @@ Acting runs the same layers as training: `policy_array` calls each layer's
 `forward_array` (raw array arithmetic for Linear, activations and Flatten; the
 layer's own forward under no_grad for anything else), so a layer added to the
 body is used by both paths.
+
+Training runs the body once over a whole rollout (`forward_rollout`): the
+convolutions and the MLP do not depend on the LSTM state, so all (T+1) x E
+frames go through them as one batch (large GEMMs forward and backward), and
+only the LSTM cell is unrolled over the T+1 steps, as one op (IMPALA and
+sample-factory do the same). uint8 image frames stay uint8 until the first
+convolution, which reads them as [0, 1] floats (FrameConv2d): a quarter of
+the memory traffic in env buffers, rollouts and copies.
 """
 from __future__ import annotations
 
@@ -13,12 +21,24 @@ import numpy as np
 
 import framework
 from framework import nn
+from framework.nn import functional as F
 from framework.distributions import Categorical, Normal
 
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
 """(channels, kernel, stride) of the convolutions over (C, H, W) observations: the A3C paper's Atari network."""
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+class FrameConv2d(nn.Conv2d):
+    """Conv2d over uint8 frames (0..255) as if they were scaled to [0, 1]: conv(x / 255, W) = conv(x, W / 255).
+
+    The first layer of an image body: frames become floats only inside the convolution's own block copy, so
+    nothing before it (env buffers, rollouts, copies to a device) moves more than bytes.
+    """
+
+    def forward(self, input: Any) -> Any:
+        return F.conv2d(input, self.weight * (1.0 / 255.0), self.bias, self.stride, self.padding, self.dilation)
 
 
 def conv_output_sides(sides: Sequence[int], conv: Sequence[tuple[int, int, int]]) -> tuple[int, ...]:
@@ -33,19 +53,23 @@ class ActorCritic(nn.Module):
 
     obs_shape is the observation size or shape; `conv` lists (channels, kernel,
     stride) of Conv2d layers over (C, H, W) observations (Atari frames), and
-    observations of more than one axis are flattened before the MLP.
+    observations of more than one axis are flattened before the MLP. With
+    uint8_frames the observations are uint8 images, read as [0, 1] by the
+    first convolution (FrameConv2d).
     Discrete actions: the policy head gives logits. Continuous actions: it gives
     the mean of a Normal whose log standard deviation is a learned parameter.
     """
 
     def __init__(self, obs_shape: int | Sequence[int], hidden: list[int], activation: str, lstm: bool,
-                 n_actions: int, continuous: bool, conv: Sequence[tuple[int, int, int]] = ()):
+                 n_actions: int, continuous: bool, conv: Sequence[tuple[int, int, int]] = (),
+                 uint8_frames: bool = False):
         super().__init__()
         act = ACTIVATIONS[activation]
         layers: list[nn.Module] = []
         shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
         for channels, kernel, stride in conv:
-            layers += [nn.Conv2d(shape[0], channels, kernel, stride), act()]
+            layer = FrameConv2d if uint8_frames and not layers else nn.Conv2d
+            layers += [layer(shape[0], channels, kernel, stride), act()]
             shape = (channels, *conv_output_sides(shape[1:], [(channels, kernel, stride)]))
         if len(shape) > 1:
             layers.append(nn.Flatten())
@@ -68,6 +92,20 @@ class ActorCritic(nn.Module):
             state = self.lstm(h, state)
             h = state[0]
         return self.pi(h), self.v(h)[:, 0], state
+
+    def forward_rollout(self, obs: Any, state: tuple[Any, Any] | None, keep: Any) -> tuple[Any, Any]:
+        """(policy outputs, values) for a rollout's (T+1, E, *obs_shape) observations, flattened to (T+1) * E rows.
+
+        The body runs once over all frames; with an LSTM, the cell then unrolls over the T+1 steps from
+        `state`, the state entering step t multiplied by keep[t] ((T+1, E) array: 0 where an episode ended
+        at step t-1). Equal to calling `forward` step by step, masking the state in between.
+        """
+        steps, batch = obs.shape[:2]
+        h = self.body(obs.reshape(steps * batch, *obs.shape[2:]))
+        if self.lstm is not None:
+            h = self.lstm.unroll(h.reshape(steps, batch, self.hidden_size), state, keep)
+            h = h.reshape(steps * batch, self.hidden_size)
+        return self.pi(h), self.v(h)[:, 0]
 
     def policy_array(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
         """The policy head output as an array and the new LSTM state, for acting; obs on the model's device.

@@ -4,7 +4,8 @@ The plugin owns the `env`, `model` and `algorithm` sections and the return
 target (`trainer.target_return`, `target_window`); the model is in
 `a3c.model`, the worker loop in `a3c.worker`, the environments in `a3c.envs`.
 Image observations (channels, height, width), such as stacked Atari frames,
-pass through the A3C paper's two convolutions first.
+pass through the A3C paper's two convolutions first (uint8 ones stay uint8
+until the first convolution reads them as [0, 1]).
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from framework.device import to_device, to_host
 from framework.train.schema import ConfigError, Field
 
 
-def _spaces(config: Config) -> tuple[tuple[int, ...], int, bool]:
-    """(observation shape, action count or dimension, continuous) of the config's environment."""
+def _spaces(config: Config) -> tuple[tuple[int, ...], bool, int, bool]:
+    """(observation shape, uint8 images, action count or dimension, continuous) of the config's environment."""
     try:
         env = make_env(config["env"]["id"], config["env"]["kwargs"])
     except EnvError as exc:
@@ -37,9 +38,10 @@ def _spaces(config: Config) -> tuple[tuple[int, ...], int, bool]:
             raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with {what} space {space}; "
                               f"allowed: environments with Discrete or Box spaces")
     obs_shape = (int(obs.n),) if isinstance(obs, gym.spaces.Discrete) else tuple(int(d) for d in obs.shape)
+    uint8_frames = isinstance(obs, gym.spaces.Box) and obs.dtype == np.uint8 and len(obs_shape) == 3
     if isinstance(act, gym.spaces.Discrete):
-        return obs_shape, int(act.n), False
-    return obs_shape, int(np.prod(act.shape)), True
+        return obs_shape, uint8_frames, int(act.n), False
+    return obs_shape, uint8_frames, int(np.prod(act.shape)), True
 
 
 def _conv_layers(config: Config, obs_shape: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
@@ -94,10 +96,10 @@ class A3C(Algorithm):
         _conv_layers(config, _spaces(config)[0])
 
     def build_model(self, config: Config) -> ActorCritic:
-        obs_shape, n_actions, continuous = _spaces(config)
+        obs_shape, uint8_frames, n_actions, continuous = _spaces(config)
         m = config["model"]
         return ActorCritic(obs_shape, m["hidden"], m["activation"], m["lstm"], n_actions, continuous,
-                           _conv_layers(config, obs_shape))
+                           _conv_layers(config, obs_shape), uint8_frames=uint8_frames)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()

@@ -2,12 +2,14 @@
 
 Each worker steps `env.envs_per_worker` environments with one batched no-grad
 forward pass per step, then runs one forward+backward pass over the whole
-(n_steps x envs) rollout: GAE(lambda) advantages (lambda = 1 is the classic
-n-step return), an entropy bonus, a value loss, gradient clipping. Bootstraps
-on truncation (time limits) but not on termination. The local model syncs from
-the shared parameter arena with one copy; its gradient goes to the shared
-optimizer with one copy and one fused step. A loss or gradient that is not
-finite is never applied.
+(n_steps x envs) rollout (the body once over all its frames, an LSTM unrolled
+as one op: `ActorCritic.forward_rollout`): GAE(lambda) advantages (lambda = 1
+is the classic n-step return), an entropy bonus, a value loss, gradient
+clipping. Observations are stored as the envs give them (uint8 frames stay
+uint8). Bootstraps on truncation (time limits) but not on termination. The
+local model syncs from the shared parameter arena with one copy; its gradient
+goes to the shared optimizer with one copy and one fused step. A loss or
+gradient that is not finite is never applied.
 
 On a GPU (`trainer.device: cuda:N`) the local model, the sampling and the
 update run on the device: each step moves the batch of observations there in
@@ -58,7 +60,7 @@ class Worker:
         self.shared_arena = ctx.model.arena
         T, E = self.algo_cfg["n_steps"], len(self.envs)
         self.T, self.E = T, E
-        self.obs = np.zeros((T + 1, E, *self.envs.obs_shape), dtype=np.float32)
+        self.obs = np.zeros((T + 1, E, *self.envs.obs_shape), dtype=self.envs.obs.dtype)
         continuous = self.local.continuous
         self.actions = np.zeros((T, E, self.local.pi.out_features) if continuous else (T, E),
                                 dtype=np.float32 if continuous else np.int64)
@@ -122,20 +124,11 @@ class Worker:
             self.ctx.stats.add_episodes(returns, lengths)
 
     def _forward_rollout(self) -> tuple[Any, Any]:
-        """Policy heads and values for all (T+1) x E observations, with grad."""
-        flat = self.obs.reshape((self.T + 1) * self.E, *self.obs.shape[2:])
-        if self.local.lstm is None:
-            head, values, _ = self.local(self._tensor(flat))
-            return head, values
-        heads, values, state = [], [], self.state0
-        for t in range(self.T + 1):
-            h, v, state = self.local(self._tensor(self.obs[t]), state)
-            heads.append(h)
-            values.append(v)
-            if t < self.T:
-                keep = self._tensor((1.0 - self.dones[t])[:, None])
-                state = (state[0] * keep, state[1] * keep)
-        return framework.cat(heads, axis=0), framework.cat(values, axis=0)
+        """Policy heads and values for all (T+1) x E observations, with grad; the LSTM state starts from the
+        rollout's first state and is reset after every step that ended an episode."""
+        keep = np.ones((self.T + 1, self.E), dtype=np.float32)
+        keep[1:] -= self.dones
+        return self.local.forward_rollout(self._tensor(self.obs), self.state0, to_device(keep, self.device))
 
     def loss(self) -> tuple[Any, dict[str, float]] | None:
         """The A3C loss over the rollout and its parts (policy_loss, value_loss, entropy).

@@ -1,11 +1,12 @@
-"""The A3C plugin in one process: returns and advantages, the acting path, updates of the shared model for
+"""The A3C plugin in one process: returns and advantages, the acting path, the rollout's forward pass (body
+batched, LSTM unrolled) against the step-by-step one, uint8 frames, updates of the shared model for
 discrete/continuous actions and LSTM policies, truncation bootstrapping, non-finite updates, evaluation."""
 import numpy as np
 import pytest
 
 import framework
 from framework import algorithms, nn, optim
-from framework.algorithms.a3c.model import ActorCritic
+from framework.algorithms.a3c.model import ActorCritic, FrameConv2d
 from framework.algorithms.a3c.worker import Worker, advantages
 from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
 from framework.train.config import validate
@@ -92,6 +93,60 @@ def test_acting_with_lstm_and_images_equals_the_model_forward():
     expected, _, expected_state = model(framework.from_numpy(obs), state)
     np.testing.assert_allclose(head, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(new_state[0].numpy(), expected_state[0].detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _grads(model, heads, values, weights):
+    """The gradient of every parameter of a fixed random function of the heads and values."""
+    model.zero_grad()
+    ((heads * framework.from_numpy(weights[0])).sum() + (values * framework.from_numpy(weights[1])).sum()).backward()
+    return [p.grad.numpy().copy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("lstm", [True, False], ids=["lstm", "feedforward"])
+def test_rollout_forward_equals_the_step_by_step_unroll(lstm):
+    """forward_rollout runs the body once over all (T+1) x E frames and unrolls only the LSTM cell: the same heads,
+    values and gradients as stepping the whole model frame by frame, resetting the state after an episode ends."""
+    framework.manual_seed(0)
+    model = ActorCritic((2, 24, 24), [16], "relu", lstm, 3, False, conv=((4, 8, 4), (8, 3, 1)), uint8_frames=True)
+    steps, envs = 6, 3
+    rng = np.random.default_rng(0)
+    obs = rng.integers(0, 256, (steps + 1, envs, 2, 24, 24), dtype=np.uint8)
+    keep = np.ones((steps + 1, envs), dtype=np.float32)
+    keep[1:] -= rng.random((steps, envs)) < 0.3
+    state = tuple(framework.tensor(rng.standard_normal((envs, 16)), dtype=framework.float32) for _ in range(2)) \
+        if lstm else None
+    rows = (steps + 1) * envs
+    weights = (rng.standard_normal((rows, 3)).astype(np.float32), rng.standard_normal(rows).astype(np.float32))
+
+    heads, values = model.forward_rollout(framework.from_numpy(obs), state, keep)
+    batched = [heads.detach().numpy(), values.detach().numpy(), *_grads(model, heads, values, weights)]
+    heads, values = [], []
+    for t in range(steps + 1):
+        if lstm:
+            mask = framework.from_numpy(keep[t][:, None])
+            state = (state[0] * mask, state[1] * mask)
+        head, value, state = model(framework.from_numpy(obs[t]), state)
+        heads.append(head)
+        values.append(value)
+    heads, values = framework.cat(heads, axis=0), framework.cat(values, axis=0)
+    stepped = [heads.detach().numpy(), values.detach().numpy(), *_grads(model, heads, values, weights)]
+    for ours, theirs in zip(batched, stepped):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_uint8_frames_are_read_as_floats_by_the_first_convolution():
+    worker, model, stats = _worker(env={"id": "vector_envs:Frames-v0"}, model={"lstm": True})
+    first = worker.local.body[0]
+    assert isinstance(first, FrameConv2d) and worker.obs.dtype == np.uint8
+    frames = np.random.default_rng(0).integers(0, 256, (2, 2, 24, 24), dtype=np.uint8)
+    scaled = framework.conv2d(framework.from_numpy(frames.astype(np.float32) / 255), first.weight, first.bias,
+                              first.stride).detach().numpy()
+    np.testing.assert_allclose(worker.local.body.forward_array(frames), worker.local.body[1:].forward_array(scaled),
+                               rtol=1e-5, atol=1e-6)
+    before = model.arena.data.copy()
+    worker.update()
+    assert not np.array_equal(model.arena.data, before) and np.isfinite(model.arena.data).all()
+    assert stats.snapshot().total(UPDATES) == 1
 
 
 @pytest.mark.parametrize("sections", [

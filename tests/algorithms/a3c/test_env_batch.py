@@ -1,4 +1,7 @@
-"""EnvBatch: batched stepping, auto-reset, truncation vs termination, spaces, and env errors."""
+"""EnvBatch: batched stepping, auto-reset, truncation vs termination, spaces, and env errors; the vector path
+(one vector env) against the loop of envs, and ale-py's AtariVectorEnv against the wrapper chain."""
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -76,3 +79,99 @@ def test_env_id_problem():
     assert env_id_problem("fault_envs:RaisingCartPole-v0") is None
     assert "registered gymnasium environment id" in env_id_problem("CartPoel-v1")
     assert "importing 'no_such_module' failed" in env_id_problem("no_such_module:X-v0")
+
+
+# ---- the vector path: one vector env that resets in the same step, or a loop of envs -----------------------
+def _steps(batch, actions):
+    """Everything a batch reports over a sequence of steps, for comparing two batches."""
+    record = [batch.obs.copy()]
+    for a in actions:
+        out = batch.step(a)
+        record += [batch.obs.copy(), out.rewards, out.terminated, out.truncated, out.truncated_index,
+                   out.truncated_obs, out.episode_index, out.episode_returns, out.episode_lengths]
+    return record
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"max_episode_steps": 7}], ids=["terminations", "truncations"])
+def test_vector_and_loop_paths_report_the_same_steps(kwargs):
+    actions = np.random.default_rng(0).integers(0, 2, (60, 3))
+    vector = EnvBatch("vector_envs:SameStepCartPole-v0", kwargs, 3, seed=5)
+    loop = EnvBatch("CartPole-v1", kwargs, 3, seed=5)
+    assert vector.vectorized and not loop.vectorized
+    ours, theirs = _steps(vector, actions), _steps(loop, actions)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+    ended = sum(ours[9::9], [])  # the episode lengths of every step
+    assert ended and (kwargs == {} or set(ended) == {7})  # episodes did end, by the time limit where set
+
+
+def test_next_step_vector_envs_are_not_used():
+    """CartPole-v1's own vector env autoresets on the next call only: the loop keeps today's steps."""
+    assert not EnvBatch("CartPole-v1", {}, 2, seed=0).vectorized
+    assert not EnvBatch("vector_envs:NextStepCartPole-v0", {}, 2, seed=0).vectorized
+
+
+def test_vector_env_that_raises_names_env_and_worker():
+    batch = EnvBatch("vector_envs:SameStepRaisingCartPole-v0", {"fail_after": 1}, n=2, seed=0, rank=4)
+    assert batch.vectorized
+    batch.step(np.array([0, 0]))
+    with pytest.raises(EnvError, match=r"SameStepRaisingCartPole-v0 \(worker 4, vector env\) raised in step: "
+                                       r"RuntimeError: injected fault"):
+        batch.step(np.array([0, 0]))
+
+
+def test_uint8_images_stay_uint8():
+    batch = EnvBatch("vector_envs:Frames-v0", {"max_episode_steps": 2}, n=2, seed=0)
+    assert batch.obs.dtype == np.uint8 and batch.obs.shape == (2, 2, 24, 24)
+    batch.step(np.array([0, 0]))
+    out = batch.step(np.array([0, 0]))
+    assert out.truncated.all() and out.truncated_obs.dtype == np.uint8 and out.truncated_obs.shape == (2, 2, 24, 24)
+
+
+ATARI = pytest.mark.skipif(importlib.util.find_spec("ale_py") is None or importlib.util.find_spec("cv2") is None,
+                           reason="the atari extra (ale-py, opencv) is not installed")
+
+
+@ATARI
+def test_atari_runs_as_one_vector_env_of_uint8_frames():
+    batch = EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5", "repeat_action_probability": 0.0}, 3, seed=0)
+    try:
+        assert batch.vectorized and batch.obs.dtype == np.uint8 and batch.obs.shape == (3, 4, 84, 84)
+        out = batch.step(np.array([0, 2, 3]))
+        assert out.rewards.dtype == np.float32 and batch.obs[:, -1].any()
+    finally:
+        batch.close()
+    EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5"}, 3, seed=2**31 - 2).close()  # seeds past int32 wrap
+
+
+@ATARI
+def test_atari_vector_env_matches_the_wrapper_chain():
+    """Same game, seed and actions: AtariVectorEnv's frames equal make_atari's bit for bit (grayscale, 4-frame
+    skip with max-pool, 84x84 resize, stacking). Two things differ, so both are fixed or allowed for here: the
+    up-to-30 no-ops at reset are drawn by different generators (noop_max=0 here), and after a reset the vector
+    env pads the stack with zero frames where FrameStackObservation repeats the first frame (so the stacks
+    agree from the 4th step of an episode on, and before that in their newest frames)."""
+    from gymnasium.vector import AutoresetMode
+
+    from framework.algorithms.a3c.envs import make_atari, make_atari_vector
+
+    settings = {"game": "ALE/Pong-v5", "noop_max": 0, "repeat_action_probability": 0.0}
+    chain = make_atari(**settings)
+    vector = make_atari_vector(1, autoreset_mode=AutoresetMode.SAME_STEP, **settings)
+    try:
+        ours, theirs = np.asarray(chain.reset(seed=1)[0]), vector.reset(seed=1)[0][0]
+        assert ours.dtype == theirs.dtype == np.uint8
+        np.testing.assert_array_equal(ours[-1], theirs[-1])
+        assert (ours[:-1] == ours[-1]).all() and not theirs[:-1].any()
+        points = 0
+        for step, action in enumerate(np.random.default_rng(0).integers(0, 6, 150)):
+            ours, reward, terminated, truncated, _ = chain.step(action)
+            points += reward != 0
+            theirs, rewards, terminations, truncations, _ = vector.step(np.array([action]))
+            newest = slice(None) if step >= 2 else slice(-step - 1, None)
+            np.testing.assert_array_equal(np.asarray(ours)[newest], theirs[0][newest], err_msg=f"step {step}")
+            assert (reward, terminated, truncated) == (rewards[0], terminations[0], truncations[0])
+        assert points > 0  # the frames compared include points scored
+    finally:
+        chain.close()
+        vector.close()

@@ -89,7 +89,7 @@ def test_atari_preprocessing_gives_stacked_84x84_frames():
     from framework.algorithms.a3c.envs import EnvBatch
     envs = EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5", "frame_stack": 4}, 2, seed=0)
     try:
-        assert envs.obs.shape == (2, 4, 84, 84) and 0.0 <= envs.obs.min() and envs.obs.max() <= 1.0
+        assert envs.obs.shape == (2, 4, 84, 84) and envs.obs.dtype == np.uint8 and envs.obs.max() > 0
         out = envs.step(np.zeros(2, dtype=np.int64))
         assert out.rewards.shape == (2,)
     finally:

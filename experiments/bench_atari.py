@@ -1,0 +1,407 @@
+"""Benchmark: A3C on Atari Pong (configs/a3c_pong.yaml) against the PyTorch A3C reference, and where a step's time goes.
+
+Measured one after the other on the same machine, each alone:
+  * the environment alone on one core, random actions: the gymnasium wrapper
+    chain (`make_atari`) and ale-py's AtariVectorEnv (`make_atari_vector`, the
+    config's envs per worker, one thread);
+  * one worker's step in one process, split into stepping the envs, the acting
+    forward pass and the rollout's forward+backward pass (plus the rest of an
+    update: sync, optimizer step), for this checkout ("after") and for main
+    before issue 16 ("before": commit BEFORE with its own config, extracted with
+    `git archive`), both measured in this run;
+  * env steps/s of training with 2 workers for --seconds each: `train --config
+    configs/a3c_pong.yaml --set trainer.workers=2` and
+    `../shared/baselines/torch_a3c_atari.py 2 SECONDS` (same network, n-step
+    and worker count; hogshare steps several envs per worker).
+The 1-minute load average before each measurement is recorded with it.
+
+Writes experiments/results/atari.md and atari.png. The speed figures are also
+kept in atari_speed.json, so that a long run's learning curve can be added
+later without measuring again: --learning-run RUN_DIR reads that run's
+TensorBoard events into atari_learning.png (mean return of the last 100
+episodes against hours and env steps), and --skip-speed reuses the JSON.
+
+Run: python experiments/bench_atari.py [--seconds 90] [--learning-run RUN_DIR] [--skip-speed]
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per measured process, as the workers pin theirs
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from common import REPO, RESULTS, fmt_ratio, markdown_table, run_baseline, torch_available, write_result
+
+CONFIG = REPO / "configs" / "a3c_pong.yaml"
+BEFORE = "f79e0ba"
+"""main before issue 16: the whole model per time step, convolutions by tensordot, one env per worker."""
+ISSUE_BEFORE = {"env_ms": 0.44, "act_ms": 0.34, "learn_ms": 59 / 21, "torch_learn_ms": 39 / 21}
+"""The breakdown as filed in issue 16 (per env step, one env per worker; the rollout's 21 frames)."""
+TARGET_RATIO, TARGET_ENV_SHARE = 2.0, 0.40
+SPEED_JSON = RESULTS / "atari_speed.json"
+TORCH_LINE = re.compile(r"wall=(?P<wall>[\d.]+)s steps=(?P<steps>\d+) steps_per_s=(?P<sps>\d+) "
+                        r"episodes=(?P<episodes>\d+) last10=(?P<last10>\S+)")
+
+
+def load() -> float:
+    """The 1-minute load average: a figure measured above ~0.5 on 2 cores shared the machine with something."""
+    return round(os.getloadavg()[0], 2)
+
+
+def with_checkout(checkout: Path) -> dict:
+    """The environment for a subprocess that imports framework from `checkout`."""
+    path = os.pathsep.join([str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+# ---- the environment alone -------------------------------------------------------------------------------
+def env_alone(seconds: float, envs: int) -> dict:
+    """Steps/s on one core with random actions: the wrapper chain (one env) and AtariVectorEnv (envs, 1 thread)."""
+    import numpy as np
+    from gymnasium.vector import AutoresetMode
+
+    from framework.algorithms.a3c.envs import make_atari, make_atari_vector
+
+    rng = np.random.default_rng(0)
+    result = {"load": load()}
+    chain = make_atari(repeat_action_probability=0.0)
+    chain.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, _, terminated, truncated, _ = chain.step(int(rng.integers(6)))
+        steps += 1
+        if terminated or truncated:
+            chain.reset()
+    result["wrappers"] = steps / (time.perf_counter() - start)
+    chain.close()
+    vector = make_atari_vector(envs, repeat_action_probability=0.0, autoreset_mode=AutoresetMode.SAME_STEP)
+    vector.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        vector.step(rng.integers(0, 6, envs))
+        steps += envs
+    result["vector"] = steps / (time.perf_counter() - start)
+    result["vector_envs"] = envs
+    vector.close()
+    return result
+
+
+# ---- one worker's step, split ------------------------------------------------------------------------------
+def breakdown(seconds: float) -> dict:
+    """Milliseconds per env step of one worker built in this process from the checkout on sys.path (its own
+    configs/a3c_pong.yaml, one worker): env step, acting forward, rollout forward+backward, whole update."""
+    import numpy as np
+    import yaml
+
+    import framework
+    from framework import algorithms
+    from framework.algorithms.a3c.worker import Worker
+    from framework.algorithms.base import WorkerContext
+    from framework.train.config import validate
+    from framework.train.run_stats import RunStats
+
+    a3c = algorithms.get("a3c")
+    raw = yaml.safe_load((Path(framework.__file__).resolve().parent.parent / "configs" / "a3c_pong.yaml").read_text())
+    raw["trainer"]["workers"] = 1
+    config = validate(raw)
+    shared = a3c.build_model(config).share_memory()
+    optimizer = a3c.build_optimizer(shared, config).share_memory()
+    stats = RunStats(1, a3c.metrics)
+    worker = Worker(a3c.build_model(config), WorkerContext(0, 123, config, shared, optimizer, stats.writer(0)))
+    envs, steps = worker.E, worker.T
+    for _ in range(2):
+        worker.update()
+
+    def timed(fn, budget: float) -> float:
+        """Median seconds of fn() over calls that fill about `budget` seconds."""
+        times, start = [], time.perf_counter()
+        while time.perf_counter() - start < budget or len(times) < 3:
+            begin = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - begin)
+        return float(np.median(times))
+
+    acting, stepping = [], []
+    with framework.no_grad():
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            begin = time.perf_counter()
+            actions = worker._act(worker.envs.obs.copy())
+            middle = time.perf_counter()
+            worker.envs.step(actions)
+            acting.append(middle - begin)
+            stepping.append(time.perf_counter() - middle)
+    worker.rollout()
+
+    def learn() -> None:
+        worker.local_arena.grad[...] = 0.0
+        worker.loss()[0].backward()
+    per_step = 1000.0 / envs
+    result = {"envs": envs, "n_steps": steps,
+              "env_ms": float(np.median(stepping)) * per_step, "act_ms": float(np.median(acting)) * per_step,
+              "learn_ms": timed(learn, seconds) * per_step / steps,
+              "update_ms": timed(worker.update, seconds) * per_step / steps}
+    result["other_ms"] = max(result["update_ms"] - result["env_ms"] - result["act_ms"] - result["learn_ms"], 0.0)
+    worker.envs.close()
+    return result
+
+
+def breakdown_of(checkout: Path, seconds: float) -> dict:
+    """`breakdown` in a subprocess importing framework from `checkout`."""
+    done = subprocess.run([sys.executable, __file__, "--breakdown-only", "--seconds", str(seconds)],
+                          capture_output=True, text=True, env=with_checkout(checkout), timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"breakdown in {checkout} failed:\n{done.stderr[-2000:]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": load()}
+
+
+def before_checkout(into: Path) -> Path | None:
+    """Commit BEFORE extracted into `into` (None when git or the commit is not there)."""
+    done = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE], capture_output=True)
+    if done.returncode != 0:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+        archive.extractall(into, filter="data")
+    return into
+
+
+# ---- training: hogshare and the reference --------------------------------------------------------------------
+def train_ours(seconds: float, logdir: Path) -> dict:
+    """`train` with the Pong config and 2 workers for `seconds`; its summary."""
+    command = [sys.executable, "-m", "framework.train", "train", "--config", str(CONFIG), "--logdir", str(logdir),
+               "--set", "trainer.workers=2", "--set", f"trainer.max_seconds={seconds}",
+               "--set", "logging.progress=false"]
+    started = load()
+    done = subprocess.run(command, capture_output=True, text=True, env=with_checkout(REPO), timeout=seconds + 600)
+    if done.returncode != 0:
+        raise RuntimeError(f"train failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    run_dir = next(p for p in logdir.iterdir() if p.is_dir())
+    return {**json.loads((run_dir / "summary.json").read_text()), "load": started}
+
+
+def train_torch(seconds: float) -> dict | None:
+    """The reference's figures with 2 workers for `seconds`, or None without torch."""
+    if not torch_available():
+        return None
+    started = load()
+    out = run_baseline("torch_a3c_atari.py", 2, seconds, timeout=seconds + 600)
+    match = TORCH_LINE.search(out)
+    if match is None:
+        raise RuntimeError(f"unexpected output of torch_a3c_atari.py: {out!r}")
+    return {"wall": float(match["wall"]), "steps": int(match["steps"]), "steps_per_s": float(match["sps"]),
+            "episodes": int(match["episodes"]), "load": started}
+
+
+def wait_for_quiet(limit: float, patience_s: float) -> None:
+    """Sleep (up to patience_s) until the 1-minute load is at most `limit`."""
+    deadline = time.monotonic() + patience_s
+    while load() > limit and time.monotonic() < deadline:
+        print(f"load {load()} > {limit}: waiting", flush=True)
+        time.sleep(20)
+
+
+def measure(seconds: float, part_seconds: float, quiet: float, patience_s: float) -> dict:
+    import yaml
+
+    envs = yaml.safe_load(CONFIG.read_text())["env"]["envs_per_worker"]
+    speed = {"seconds": seconds, "envs_per_worker": envs, "before_commit": BEFORE}
+    wait_for_quiet(quiet, patience_s)
+    speed["env"] = env_alone(part_seconds, envs)
+    print(f"env alone: {speed['env']}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        checkout = before_checkout(Path(tmp))
+        wait_for_quiet(quiet, patience_s)
+        speed["before"] = breakdown_of(checkout, part_seconds) if checkout else None
+        print(f"breakdown before: {speed['before']}", flush=True)
+    wait_for_quiet(quiet, patience_s)
+    speed["after"] = breakdown_of(REPO, part_seconds)
+    print(f"breakdown after: {speed['after']}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        wait_for_quiet(quiet, patience_s)
+        speed["ours"] = train_ours(seconds, Path(tmp))
+    print(f"hogshare: {speed['ours']['steps_per_second']:.0f} env steps/s", flush=True)
+    wait_for_quiet(quiet, patience_s)
+    speed["torch"] = train_torch(seconds)
+    print(f"torch: {speed['torch']}", flush=True)
+    return speed
+
+
+# ---- the learning curve of a long run -------------------------------------------------------------------------
+def learning_curve(run_dir: Path) -> dict:
+    """(hours, env steps, mean of the last 100 returns) from a run's TensorBoard events, and its summary."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    events = accumulator.Scalars("episode/return_window_mean")
+    start = summary["started_at"]
+    return {"run": run_dir.name, "summary": summary, "hours": [(e.wall_time - start) / 3600 for e in events],
+            "steps": [e.step for e in events], "returns": [e.value for e in events]}
+
+
+def plot_learning(curve: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    by_time.plot(curve["hours"], curve["returns"], color="tab:blue")
+    by_steps.plot([s / 1e6 for s in curve["steps"]], curve["returns"], color="tab:blue")
+    by_time.set_xlabel("hours")
+    by_steps.set_xlabel("env steps (millions)")
+    by_time.set_ylabel("mean return of the last 100 episodes")
+    for ax in (by_time, by_steps):
+        ax.axhline(-21, color="gray", linestyle=":", linewidth=1)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"A3C on Pong, hogshare ({curve['run']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---- the figures ------------------------------------------------------------------------------------------------
+def plot_speed(speed: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rates, parts) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    env = speed["env"]
+    bars = [("env alone,\nwrappers x 2 cores", 2 * env["wrappers"], "tab:gray"),
+            (f"AtariVectorEnv\n({env['vector_envs']} envs) x 2 cores", 2 * env["vector"], "tab:gray"),
+            ("PyTorch A3C,\n2 workers", speed["torch"]["steps_per_s"] if speed["torch"] else 0, "tab:red"),
+            ("hogshare A3C,\n2 workers", speed["ours"]["steps_per_second"], "tab:blue")]
+    drawn = rates.bar([b[0] for b in bars], [b[1] for b in bars], color=[b[2] for b in bars])
+    rates.bar_label(drawn, fmt="{:,.0f}", fontsize=8)
+    rates.axhline(TARGET_ENV_SHARE * 2 * env["wrappers"], color="tab:blue", linestyle="--", linewidth=1,
+                  label=f"{TARGET_ENV_SHARE:.0%} of the env alone (wrappers)")
+    rates.set_ylabel("env steps per second")
+    rates.legend(loc="upper right")
+    rates.tick_params(axis="x", labelsize=8)
+    columns = [("before", speed["before"]), ("after", speed["after"])]
+    columns = [(f"{name}\n({b['envs']} env{'s' if b['envs'] > 1 else ''}/worker)", b) for name, b in columns if b]
+    bottom = [0.0] * len(columns)
+    for key, label, color in (("env_ms", "env step", "tab:gray"), ("act_ms", "acting forward", "tab:orange"),
+                              ("learn_ms", "rollout forward+backward", "tab:blue"),
+                              ("other_ms", "sync, optimizer, rest", "tab:purple")):
+        heights = [b[key] for _, b in columns]
+        parts.bar([c[0] for c in columns], heights, bottom=bottom, color=color, label=label)
+        bottom = [x + h for x, h in zip(bottom, heights)]
+    parts.set_ylabel("ms per env step, one worker")
+    parts.legend(fontsize=8)
+    fig.suptitle(f"A3C on Pong, 2 workers, {speed['seconds']:.0f} s each")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def speed_sections(speed: dict) -> list[str]:
+    env, ours, torch = speed["env"], speed["ours"], speed["torch"]
+    ours_sps = ours["steps_per_second"]
+    torch_sps = torch["steps_per_s"] if torch else None
+    envs = speed["envs_per_worker"]
+    alone_wrappers, alone_vector = 2 * env["wrappers"], 2 * env["vector"]
+    ratio = ours_sps / torch_sps if torch_sps else None
+    table = markdown_table(["", "env steps/s", "1-min load before"], [
+        [f"hogshare `train --config configs/a3c_pong.yaml --set trainer.workers=2` ({envs} envs per worker)",
+         f"{ours_sps:,.0f}", ours["load"]],
+        ["PyTorch A3C, same network and n-step, one env per worker (`torch_a3c_atari.py 2 "
+         f"{speed['seconds']:.0f}`)", "n/a" if torch is None else f"{torch_sps:,.0f}",
+         "n/a" if torch is None else torch["load"]],
+        ["the preprocessed env alone, one core, gymnasium wrappers", f"{env['wrappers']:,.0f}", env["load"]],
+        [f"ale-py's AtariVectorEnv, {env['vector_envs']} envs, 1 thread", f"{env['vector']:,.0f}", env["load"]]])
+    verdict = markdown_table(["goal", "measured", "met"], [
+        [f"hogshare / torch >= {TARGET_RATIO:.0f}x", fmt_ratio(ours_sps, torch_sps),
+         "n/a" if ratio is None else ("yes" if ratio >= TARGET_RATIO else "no")],
+        [f"hogshare >= {TARGET_ENV_SHARE:.0%} of the env alone on the same 2 cores (wrappers)",
+         f"{ours_sps / alone_wrappers:.0%}", "yes" if ours_sps >= TARGET_ENV_SHARE * alone_wrappers else "no"],
+        ["the same against AtariVectorEnv alone on 2 cores", f"{ours_sps / alone_vector:.0%}", ""]])
+    rows = []
+    for name, b in (("before (main at " + speed["before_commit"] + ", this run)", speed["before"]),
+                    ("after (this checkout)", speed["after"])):
+        if b is None:
+            rows.append([name, "n/a", "", "", "", "", "", ""])
+            continue
+        rows.append([name, b["envs"], f"{b['env_ms']:.3f}", f"{b['act_ms']:.3f}", f"{b['learn_ms']:.3f}",
+                     f"{b['other_ms']:.3f}", f"{b['update_ms']:.3f}", b["load"]])
+    issue = ISSUE_BEFORE
+    rows.append(["before, as filed in issue 16", 1, f"{issue['env_ms']:.2f}", f"{issue['act_ms']:.2f}",
+                 f"{issue['learn_ms']:.2f}", "", "", ""])
+    parts = markdown_table(["", "envs per worker", "env step", "acting forward", "rollout forward+backward",
+                            "sync, optimizer, rest", "whole update", "1-min load before"], rows)
+    torch_text = ("torch is not installed for the reference interpreter: its figures are n/a." if torch is None else
+                  f"Reference: {torch['steps']:,} env steps in {torch['wall']:.1f} s, {torch['episodes']} episodes. "
+                  f"hogshare: {ours['env_steps']:,} env steps in {ours['wall_seconds']:.1f} s, {ours['updates']:,} "
+                  f"updates, {ours['episodes']} episodes, policy lag {ours['policy_lag_mean'] or 0:.2f} updates. "
+                  "Both count from before their workers start.")
+    return [
+        f"Two workers each, {speed['seconds']:.0f} s each, one after the other, each alone. Same network (conv 16 "
+        f"8x8/4, conv 32 4x4/2, 256 linear, LSTM 256), n-step 20 and RMSprop; hogshare steps {envs} envs per "
+        "worker as one AtariVectorEnv with one batched acting forward pass per step, the reference one env per "
+        "worker. A load above ~0.5 means another process shared the 2 cores during that measurement.",
+        table, verdict,
+        "Milliseconds per env step of one worker in one process (acting forward and env step per batch of the "
+        "worker's envs, divided by their number; the rollout's forward+backward over its n_steps x envs steps):",
+        parts, torch_text, "![env steps/s and the per-step breakdown](atari.png)"]
+
+
+def learning_section(curve: dict | None) -> list[str]:
+    if curve is None:
+        return ["## Learning", "No long run is included yet: run `train --config configs/a3c_pong.yaml --set "
+                "trainer.workers=2 --set trainer.max_seconds=3600` (60 minutes on 2 cores), then "
+                "`python experiments/bench_atari.py --skip-speed --learning-run runs/a3c-pong-...` to add its "
+                "curve here."]
+    s = curve["summary"]
+    returns = curve["returns"] or [float("nan")]
+    return ["## Learning",
+            f"Run `{curve['run']}`: {s['env_steps']:,} env steps in {s['wall_seconds'] / 3600:.2f} h "
+            f"({s['steps_per_second']:,.0f}/s), {s['episodes']:,} episodes; the mean return of the last 100 "
+            f"episodes went from {returns[0]:.1f} (first logged) to {returns[-1]:.1f} at the end "
+            f"(best {max(returns):.1f}).",
+            "![mean return of the last 100 episodes](atari_learning.png)"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=90.0, help="training seconds per side (default 90)")
+    parser.add_argument("--part-seconds", type=float, default=5.0,
+                        help="seconds per in-process measurement: env alone, each breakdown part (default 5)")
+    parser.add_argument("--quiet-load", type=float, default=0.5,
+                        help="wait before each measurement until the 1-minute load is at most this")
+    parser.add_argument("--patience", type=float, default=600.0, help="seconds to wait for that, at most")
+    parser.add_argument("--learning-run", type=Path, help="a Pong run directory: add its learning curve")
+    parser.add_argument("--skip-speed", action="store_true", help=f"reuse {SPEED_JSON.name} instead of measuring")
+    parser.add_argument("--breakdown-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.breakdown_only:
+        print(json.dumps(breakdown(args.part_seconds)))
+        return
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if args.skip_speed:
+        speed = json.loads(SPEED_JSON.read_text())
+    else:
+        speed = measure(args.seconds, args.part_seconds, args.quiet_load, args.patience)
+        SPEED_JSON.write_text(json.dumps(speed, indent=2) + "\n")
+    plot_speed(speed, RESULTS / "atari.png")
+    curve = learning_curve(args.learning_run) if args.learning_run else None
+    if curve is not None:
+        plot_learning(curve, RESULTS / "atari_learning.png")
+    path = write_result("atari", "A3C on Atari Pong: hogshare against the PyTorch reference",
+                        speed_sections(speed) + learning_section(curve))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
