@@ -16,7 +16,7 @@ import numpy as np
 from .device import array_module
 
 
-def _freed(grad: Any) -> tuple:
+def freed(grad: Any) -> tuple:
     raise RuntimeError(
         "Trying to backward through the graph a second time (or directly access saved tensors after they "
         "have already been freed). Saved intermediate values of the graph are freed when you call .backward(). "
@@ -30,7 +30,9 @@ def _seed(root: Any, gradient: Any) -> Any:
         if data.size != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs; this output has "
                                f"shape {tuple(data.shape)}, so pass gradient= of that shape")
-        return array_module(data).ones(data.shape, data.dtype)
+        seed = array_module(data).empty(data.shape, data.dtype)
+        seed.fill(1)
+        return seed
     grad = getattr(gradient, "_data", gradient)
     if not hasattr(grad, "shape"):
         grad = np.asarray(grad, dtype=data.dtype)
@@ -71,5 +73,5 @@ def backward(root: Any, gradient: Optional[Any] = None, retain_graph: bool = Fal
             else:
                 grads[parent] = prev + pgrad
         if not retain_graph:
-            node._bw = _freed
+            node._bw = freed
             node._prev = ()

@@ -22,19 +22,27 @@ from .tensor import Tensor, wrap
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+def _check_values(index: Any, k: int) -> None:
+    """ValueError unless every value is an integer in [0, k)."""
+    if not index.size:
+        return
+    if isinstance(index, np.ndarray):  # the ufunc reductions skip min()/max()'s Python wrappers
+        low, high = np.minimum.reduce(index, None), np.maximum.reduce(index, None)
+    else:
+        low, high = index.min(), index.max()
+    if low < 0 or high >= k or (index.dtype.kind == "f" and bool((index % 1 != 0).any())):
+        raise ValueError(f"Categorical.log_prob: values must be integers in [0, {k}), got values from {low} to "
+                         f"{high}")
+
+
 def _categorical_log_prob_forward(logp: Any, index: Any) -> Any:
     """log P(index) from normalised log-probabilities (last axis K), broadcasting index with the batch shape."""
     xp = array_module(logp)
     index = xp.asarray(index)
     k = logp.shape[-1]
-    if index.size:
-        if isinstance(index, np.ndarray):  # the ufunc reductions skip min()/max()'s Python wrappers
-            low, high = np.minimum.reduce(index, axis=None), np.maximum.reduce(index, axis=None)
-        else:
-            low, high = index.min(), index.max()
-        if low < 0 or high >= k or (index.dtype.kind == "f" and bool((index % 1 != 0).any())):
-            raise ValueError(f"Categorical.log_prob: values must be integers in [0, {k}), got values from "
-                             f"{low} to {high}")
+    _check_values(index, k)
+    if logp.ndim == 2 and index.shape == logp.shape[:1] and index.dtype.kind in "iu":  # one row per sample
+        return logp[xp.arange(index.shape[0]), index]
     table, index, shape = _broadcast_table(logp, index)
     return table.reshape(-1, k)[xp.arange(index.size), index.reshape(-1).astype(np.int64, copy=False)].reshape(shape)
 
@@ -56,21 +64,40 @@ def _broadcast_table(logp: Any, index: Any) -> tuple:
 def _categorical_log_prob_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
     logp, index = args
     xp = array_module(g)
-    _, index, shape = _broadcast_table(logp, xp.asarray(index))
+    index = xp.asarray(index)
     k = logp.shape[-1]
+    if logp.ndim == 2 and index.shape == logp.shape[:1] and index.dtype.kind in "iu":  # one row per sample
+        full = xp.zeros(logp.shape, g.dtype)
+        full[xp.arange(index.shape[0]), index] = g
+        return full, None
+    _, index, shape = _broadcast_table(logp, index)
     full = xp.zeros((index.size, k), g.dtype)
     full[xp.arange(index.size), index.reshape(-1).astype(np.int64, copy=False)] = g.reshape(-1)
     return unbroadcast(full.reshape(shape + (k,)), logp.shape), None
 
 
+_LOWEST: dict = {}
+
+
+def _clamped(logp: Any) -> Any:
+    """Log-probabilities with -inf raised to the lowest finite value, so 0 * log 0 counts as 0."""
+    lowest = _LOWEST.get(logp.dtype)
+    if lowest is None:
+        lowest = _LOWEST[logp.dtype] = np.finfo(logp.dtype).min
+    return np.maximum(logp, lowest)
+
+
 def _categorical_entropy_forward(logp: Any) -> Any:
-    """-sum(p log p) over the last axis, with -inf log-probabilities clamped so 0 * -inf counts as 0."""
-    clamped = array_module(logp).maximum(logp, np.finfo(logp.dtype).min)
-    return -(np.exp(clamped) * clamped).sum(axis=-1)
+    """-sum(p log p) over the last axis."""
+    clamped = _clamped(logp)
+    terms = np.exp(clamped)
+    terms *= clamped
+    total = np.add.reduce(terms, -1) if isinstance(terms, np.ndarray) else terms.sum(axis=-1)
+    return -total
 
 
 def _categorical_entropy_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    clamped = array_module(g).maximum(args[0], np.finfo(args[0].dtype).min)
+    clamped = _clamped(args[0])
     return (g[..., None] * (-np.exp(clamped) * (clamped + 1)),)
 
 

@@ -64,10 +64,11 @@ def _pow_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
     return gx, gy
 
 
-ADD, SUB, MUL, DIV, NEG, POW = (Primitive(name, forward, backward, shape=broadcast_shape, out=True) for name, forward,
-                                backward in (("add", np.add, _add_backward), ("sub", np.subtract, _sub_backward),
-                                             ("mul", np.multiply, _mul_backward), ("div", np.true_divide, _div_backward),
-                                             ("neg", np.negative, _neg_backward), ("pow", _pow_forward, _pow_backward)))
+ADD, SUB, MUL, DIV, NEG, POW = (
+    Primitive(name, forward, backward, shape=broadcast_shape, out=True, infix=infix) for name, forward, backward, infix in
+    (("add", np.add, _add_backward, "{0} + {1}"), ("sub", np.subtract, _sub_backward, "{0} - {1}"),
+     ("mul", np.multiply, _mul_backward, "{0} * {1}"), ("div", np.true_divide, _div_backward, "{0} / {1}"),
+     ("neg", np.negative, _neg_backward, "-{0}"), ("pow", _pow_forward, _pow_backward, "{0} ** {1}")))
 
 
 def add(a: Any, b: Any) -> Tensor:
@@ -159,7 +160,7 @@ def _matmul_shape(x: tuple, y: tuple) -> tuple:
     return broadcast_shape(x[:-2], y[:-2]) + (x[-2], y[-1])
 
 
-MATMUL = Primitive("matmul", _matmul, _matmul_backward, shape=_matmul_shape, out=True)
+MATMUL = Primitive("matmul", _matmul, _matmul_backward, shape=_matmul_shape, out=True, infix="{0} @ {1}")
 
 
 def matmul(a: Any, b: Any) -> Tensor:

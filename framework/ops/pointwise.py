@@ -120,9 +120,10 @@ CLONE = _unary("clone", _clone_forward, _clone_backward)
 ELU = Primitive("elu", _elu_forward, _elu_backward, shape=same_shape)
 SOFTPLUS = Primitive("softplus", _softplus_forward, _softplus_backward, shape=same_shape)
 WHERE = Primitive("where", _where_forward, _where_backward, shape=broadcast_shape)
-COMPARE = {name: Primitive(name.strip("_"), ufunc, shape=broadcast_shape, out=True) for name, ufunc in (
-    ("__lt__", np.less), ("__le__", np.less_equal), ("__gt__", np.greater), ("__ge__", np.greater_equal),
-    ("__eq__", np.equal), ("__ne__", np.not_equal))}
+COMPARE = {name: Primitive(name.strip("_"), ufunc, shape=broadcast_shape, out=True, infix=f"{{0}} {symbol} {{1}}")
+           for name, ufunc, symbol in (("__lt__", np.less, "<"), ("__le__", np.less_equal, "<="),
+                                       ("__gt__", np.greater, ">"), ("__ge__", np.greater_equal, ">="),
+                                       ("__eq__", np.equal, "=="), ("__ne__", np.not_equal, "!="))}
 """The comparison operators: bool results, no gradient."""
 
 

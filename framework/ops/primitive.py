@@ -14,6 +14,10 @@ backward side by side), but on raw arrays rather than Tensors:
   replaced by its shape (whose entries may be symbolic sizes); the compiler's
   dynamic shapes use it, nothing else does. None where the shape depends on
   values (boolean masks): a dynamic capture then fixes the sizes it reads.
+- `infix`: for ops that are a Python operator on arrays ("{0} + {1}"), the
+  expression the compiler writes instead of a call: NumPy's operators skip the
+  ufunc call's argument parsing, and on NumPy scalars (a loss's tail) they are
+  several times faster. The same operation, so the same values.
 
 `apply` is the eager op: it runs forward and records `partial(backward, needs,
 args, out)` as the node's backward, with all arguments (constants too) as
@@ -29,8 +33,6 @@ import math
 from functools import partial
 from typing import Any, Callable, Optional
 
-import numpy as np
-
 from .. import storage
 from ..device import array_module
 from ..grad_mode import MODE
@@ -41,14 +43,16 @@ from ..tracing import HOOK
 class Primitive:
     """An array operation, its derivative and its shape rule (see the module docstring)."""
 
-    __slots__ = ("name", "forward", "backward", "shape", "out", "view")
+    __slots__ = ("name", "forward", "backward", "shape", "out", "view", "infix")
 
     def __init__(self, name: str, forward: Callable[..., Any], backward: Optional[Callable[..., tuple]] = None, *,
-                 shape: Optional[Callable[..., tuple]], out: bool = False, view: Any = False) -> None:
+                 shape: Optional[Callable[..., tuple]], out: bool = False, view: Any = False,
+                 infix: Optional[str] = None) -> None:
         self.name = name
         self.forward = forward
         self.backward = backward
         self.shape = shape
+        self.infix = infix
         self.out = out      # forward accepts out= (the compiler preallocates the result)
         self.view = view    # the result views the first argument's memory: True, or "maybe" (a reshape may copy)
 
@@ -71,11 +75,11 @@ def run(prim: Primitive, args: tuple) -> Tensor:
     needs = MODE.enabled and prim.backward is not None and tuple([isinstance(a, Tensor) and a._rg for a in args])
     result = node(out, partial(prim.backward, needs, arrays, out), args) if needs and True in needs else wrap(out)
     if prim.view:
-        _link_view(prim, args[0], result)
+        link_view(prim, args[0], result)
     return result
 
 
-def _link_view(prim: Primitive, source: Tensor, result: Tensor) -> None:
+def link_view(prim: Primitive, source: Tensor, result: Tensor) -> None:
     """Put a result that views its source's memory in the source's alias group (see framework.storage)."""
     if prim.view is True or array_module(source._data).may_share_memory(result._data, source._data):
         storage.link(source, result)

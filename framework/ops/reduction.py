@@ -15,7 +15,7 @@ from .primitive import Primitive, apply, reduced_shape, same_shape
 def _add_reduce(data: Any, axes: Any, keepdims: bool, out: Any = None) -> Any:
     """Sum over axes (None: all) as an array; NumPy's ufunc reduce directly, which skips np.sum's dispatch."""
     if isinstance(data, np.ndarray):
-        return np.add.reduce(data, axis=axes, keepdims=keepdims, out=out)
+        return np.add.reduce(data, axes, None, out, keepdims)
     return data.sum(axis=axes, keepdims=keepdims, out=out)
 
 
@@ -32,7 +32,10 @@ def _sum_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
 def _mean_forward(x: Any, axes: Any, keepdims: bool, out: Any = None) -> Any:
     total = _add_reduce(x, axes, keepdims, out)
     count = x.size // total.size if total.size else 1
-    return np.true_divide(total, count, out=out)
+    if out is None:
+        return total / count
+    out /= count
+    return out
 
 
 def _mean_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
@@ -85,8 +88,13 @@ def _logsumexp_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
     return expand_reduced(g, axes, keepdims, x.shape) * np.exp(x - _kept(out, x, axes, keepdims)), None, None
 
 
+def _peak(x: Any, axis: int) -> Any:
+    """The max along `axis`, kept (np.maximum.reduce directly on NumPy: it skips ndarray.max's wrapper)."""
+    return np.maximum.reduce(x, axis, None, None, True) if isinstance(x, np.ndarray) else x.max(axis, keepdims=True)
+
+
 def _softmax_forward(x: Any, axis: int) -> Any:
-    out = np.exp(x - x.max(axis=axis, keepdims=True))
+    out = np.exp(x - _peak(x, axis))
     out /= _add_reduce(out, axis, True)
     return out
 
@@ -97,7 +105,7 @@ def _softmax_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
 
 
 def _log_softmax_forward(x: Any, axis: int, out: Any = None) -> Any:
-    out = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    out = np.subtract(x, _peak(x, axis), out=out)
     out -= np.log(_add_reduce(np.exp(out), axis, True))
     return out
 

@@ -14,7 +14,7 @@ from ..device import array_module, scatter_add
 from ..tensor import Tensor
 from ..tracing import SymbolicSize
 from ._util import normalize_axes, normalize_axis, tensor_arg
-from .primitive import Primitive, apply, broadcast_shape, product, same_shape
+from .primitive import Primitive, apply, product, same_shape
 
 
 def _shape_arg(shape: Sequence[Any]) -> tuple:
