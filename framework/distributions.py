@@ -114,10 +114,10 @@ def _normal_log_prob_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tu
     return tuple(unbroadcast(d, a.shape) if need else None for d, a, need in zip(grads, args, needs))
 
 
-def _normal_entropy_forward(sigma: Any, loc: Any) -> Any:
-    """0.5 + 0.5 log(2 pi) + log(sigma), broadcast to the batch shape of loc and sigma."""
+def _normal_entropy_forward(sigma: Any, batch_shape: tuple) -> Any:
+    """0.5 + 0.5 log(2 pi) + log(sigma), broadcast to the batch shape."""
     xp = array_module(sigma)
-    return xp.broadcast_to(xp.log(sigma) + (0.5 + _HALF_LOG_2PI), np.broadcast_shapes(loc.shape, sigma.shape)).copy()
+    return xp.broadcast_to(xp.log(sigma) + (0.5 + _HALF_LOG_2PI), batch_shape).copy()
 
 
 def _normal_entropy_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
@@ -132,7 +132,7 @@ CATEGORICAL_ENTROPY = Primitive("categorical_entropy", _categorical_entropy_forw
 NORMAL_LOG_PROB = Primitive("normal_log_prob", _normal_log_prob_forward, _normal_log_prob_backward,
                             shape=broadcast_shape)
 NORMAL_ENTROPY = Primitive("normal_entropy", _normal_entropy_forward, _normal_entropy_backward,
-                           shape=lambda sigma, loc: broadcast_shape(loc, sigma))
+                           shape=lambda sigma, batch_shape: batch_shape)
 
 
 def _shape(sample_shape: Any) -> tuple:
@@ -262,7 +262,7 @@ class Normal:
 
     def entropy(self) -> Tensor:
         """0.5 + 0.5 log(2 pi) + log(scale), shape batch_shape."""
-        return apply(NORMAL_ENTROPY, self.scale, self.loc)
+        return apply(NORMAL_ENTROPY, self.scale, broadcast_shape(self.loc.shape, self.scale.shape))
 
     def __repr__(self) -> str:
         return f"Normal(loc: {tuple(self.loc.shape)}, scale: {tuple(self.scale.shape)})"

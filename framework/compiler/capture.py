@@ -9,8 +9,10 @@ graph, with a reason and the user line that caused it:
 
 - a value handed to Python (`.item()`, `bool()`, `.numpy()`, `.tolist()`,
   `.data_array`, `repr`, `.backward()`): Python may branch on it;
-- a tensor from outside the captured ops (created in the function, or made by
-  an op that is not a primitive, e.g. conv2d), and an in-place update;
+- a tensor from outside the captured ops (made by an op that is not a
+  primitive, e.g. conv2d, or by the RNG), and an in-place update (a tensor the
+  function builds from Python numbers, `framework.tensor([0, 2])`, `zeros(3)`,
+  is a constant of the graph instead);
 - a call from user code into non-framework code (NumPy, `random`, `print`, a
   library, the framework's RNG or optimizers), found with `sys.setprofile`;
   pure builtins (len, isinstance, math.*) are fine, and so are list/dict
@@ -40,8 +42,9 @@ from ..nn.parameter import Parameter
 from ..ops.primitive import Primitive, run
 from ..tensor import Tensor
 from ..tracing import HOOK
-from .graph import EXTERNAL, INPUT, NODE, STATE, Break, Graph, Node, Ref, Value
-from .guards import SCALARS, Guards, Leaf, ModuleSnapshot, flatten_call, free_names, tensor_clauses, value_clause
+from .graph import CONSTANT, EXTERNAL, INPUT, NODE, STATE, Break, Graph, Node, Ref, Value
+from .guards import (SCALARS, Guards, Leaf, ModuleSnapshot, flatten_call, free_names, is_plain, tensor_clauses,
+                     value_clause)
 from .symbolic import ShapeEnv, Sym, concrete, has_sym, symbols_in
 
 
@@ -83,6 +86,8 @@ _APPLICATION = ("framework.algorithms", "framework.train")
 """Framework code that is application code to the compiler: traced through, its calls checked."""
 USER, TRUSTED, LIBRARY = "user", "trusted", "library"
 
+_CONSTANT_MAKERS = {"tensor", "as_tensor", "zeros", "ones", "full", "arange"}
+"""framework.creation functions whose result, from Python numbers and shapes, is the same every call."""
 _PURE_BUILTINS = {"len", "isinstance", "issubclass", "min", "max", "abs", "sum", "all", "any", "sorted", "reversed",
                   "getattr", "hasattr", "iter", "next", "round", "divmod", "repr", "format", "hash", "callable",
                   "id", "__build_class__", "locals", "vars", "chr", "ord", "pow"}
@@ -126,6 +131,8 @@ class Recorder:
         self.mutated: Dict[int, Any] = {}       # containers user code changed
         self.late_breaks: List[str] = []        # found by the profiler, raised at the end under fullgraph
         self.duck: Dict[int, Sym] = {}          # a dynamic size -> its symbol: equal sizes share one
+        self.making: Set[Any] = set()           # frames of framework.creation calls that make a constant
+        self.constants: Dict[int, Tensor] = {}  # id -> tensors those calls returned
         self.version = Version.count
 
     # ---- running ---------------------------------------------------------------------------------------
@@ -247,10 +254,13 @@ class Recorder:
             self.state_names.setdefault(id(value), name)
 
     def _resolve(self, tensor: Tensor) -> int:
-        """The value of a tensor the graph has not seen: an ndarray argument, state, or (a break) an external."""
+        """The value of a tensor the graph has not seen: an ndarray argument, state, a constant, or (a break) an
+        external."""
         vid = self.input_arrays.get(id(tensor._data))
         if vid is not None:
             return vid
+        if self.constants.get(id(tensor)) is tensor and not tensor._rg:
+            return self._value(tensor, CONSTANT, f"constant {len(self.graph.values)}", tensor=tensor._data.copy())
         name = self.state_names.get(id(tensor))
         if name is None and isinstance(tensor, Parameter):
             name = f"a Parameter of shape {tuple(tensor._data.shape)}"
@@ -341,9 +351,18 @@ class Recorder:
                 self.user_codes.add(frame.f_code)
                 self._guard_globals(frame.f_code, frame.f_globals)
             caller = frame.f_back
-            if kind == LIBRARY and caller is not None and self.kind(caller) == USER:
+            if caller is None or self.kind(caller) != USER:
+                return
+            if kind == LIBRARY:
                 name = frame.f_globals.get("__name__", "?")
                 self.break_(f"a call into non-framework code: {name}.{frame.f_code.co_qualname}", late=True)
+            elif frame.f_code.co_name in _CONSTANT_MAKERS and frame.f_globals.get("__name__") == "framework.creation" \
+                    and all(is_plain(v) or isinstance(v, (np.dtype, type)) for v in frame.f_locals.values()):
+                self.making.add(frame)
+        elif event == "return" and frame in self.making:
+            self.making.discard(frame)
+            if isinstance(arg, Tensor):
+                self.constants[id(arg)] = arg
         elif event == "c_call" and self.kind(frame) == USER:
             self._check_builtin(arg)
 
@@ -385,10 +404,11 @@ class Recorder:
         if Version.count != self.version:
             self.break_("assigns Module attributes (or builds modules) during the call", late=True)
         returned = {id(v) for v in _containers(result)}
-        for key, container in self.mutated.items():
-            if key not in returned and sys.getrefcount(container) > 3:  # ours, the dict's, getrefcount's
-                self.break_(f"changes a {type(container).__name__} that outlives the call", late=True)
+        mutated = list(self.mutated.values())
         self.mutated.clear()
+        for container in mutated:  # referenced by `mutated`, `container` and getrefcount's argument alone: dead
+            if id(container) not in returned and sys.getrefcount(container) > 3:
+                self.break_(f"changes a {type(container).__name__} that outlives the call", late=True)
 
     def _finish_guards(self) -> None:
         guards = self.guards

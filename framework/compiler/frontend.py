@@ -20,7 +20,7 @@ from ..nn.module import Module
 from ..tracing import HOOK
 from . import logs
 from .capture import Recorder
-from .graph import STATE
+from .graph import CONSTANT, STATE
 from .replay import MISS, Entry
 from .segments import SegmentedEntry
 
@@ -124,8 +124,8 @@ def build_entry(recorder: Recorder, name: str) -> Any:
         entry: Any = SegmentedEntry(graph, recorder.guards, recorder.env, recorder.fn, name, _divergence)
     else:
         entry = Entry(graph, recorder.guards, bool(recorder.env.sources), name)
-    for value in graph.values:  # only state is read at replay; drop what the capture saw
-        if value.kind != STATE:
+    for value in graph.values:  # only state and constants are read at replay; drop what the capture saw
+        if value.kind not in (STATE, CONSTANT):
             value.tensor = None
     return entry
 

@@ -2,8 +2,9 @@
 
 A value is an input (a tensor among the call's arguments), state (a tensor the
 call reads from a module or a global: parameters, read by reference so in-place
-updates are seen), a node's result, or an external (a tensor that entered
-after a graph break). A node is one primitive applied to Refs (values) and
+updates are seen), a constant (a tensor the call built from Python numbers,
+`framework.tensor([0, 2])`), a node's result, or an external (a tensor that
+entered after a graph break). A node is one primitive applied to Refs (values) and
 constants. Graph breaks cut the nodes into segments; a graph without a break
 is one segment and replays without running the Python function at all.
 """
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..ops.primitive import Primitive
 
-INPUT, STATE, NODE, EXTERNAL = "input", "state", "node", "external"
+INPUT, STATE, CONSTANT, NODE, EXTERNAL = "input", "state", "constant", "node", "external"
 
 
 class Ref:
@@ -39,7 +40,8 @@ class Value:
     shape: tuple                    # at capture
     requires_grad: bool
     sym_shape: Optional[tuple] = None   # with symbolic sizes, in a dynamic capture
-    tensor: Any = None              # STATE: the tensor read by reference; else what the capture saw (then dropped)
+    tensor: Any = None              # STATE: the tensor read by reference; CONSTANT: its values (a copy); else what
+                                    # the capture saw (dropped after)
     path: Optional[str] = None      # INPUT: the code that reads it from (args, kwargs), e.g. "args[0]"
 
 

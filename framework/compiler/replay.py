@@ -46,7 +46,7 @@ from .. import storage
 from ..device import array_module
 from ..autograd import freed as FREED
 from ..tensor import node, wrap
-from .graph import INPUT, NODE, STATE, Graph, Ref
+from .graph import CONSTANT, INPUT, NODE, STATE, Graph, Ref
 from .guards import Guards, check_lines, first_failure
 from .symbolic import Sym, has_sym
 
@@ -125,9 +125,7 @@ def backward_function(graph: Graph, nodes: range, seeds: Tuple[int, ...], return
     src = Source({})
     if saved:
         src.lines.append("".join(f"v{vid}, " for vid in saved) + "= saved")
-    for vid, value in enumerate(graph.values):
-        if value.kind == STATE:
-            src.lines.append(f"v{vid} = {src.name(value.tensor._data, 'state')}")
+    src.lines += constant_lines(graph, src)
     live: Set[int] = set()
     for vid in seeds:  # a 0-d gradient as a NumPy scalar: the arithmetic after it is the scalar kind
         src.lines.append(f"g{vid} = grads[{vid}]" + ("[()]" if graph.values[vid].shape == () else ""))
@@ -154,6 +152,12 @@ def backward_function(graph: Graph, nodes: range, seeds: Tuple[int, ...], return
     return src.compile("backward", "saved, inputs, grads")
 
 
+def constant_lines(graph: Graph, src: Source) -> List[str]:
+    """Bind the arrays of state (guarded to be the same arrays) and of constants to their value names."""
+    return [f"v{vid} = {src.name(value.tensor._data if value.kind == STATE else value.tensor, value.kind)}"
+            for vid, value in enumerate(graph.values) if value.kind in (STATE, CONSTANT)]
+
+
 def saved_values(graph: Graph, nodes: range) -> Tuple[int, ...]:
     """The non-state values the backward of `nodes` may read: arguments and results of nodes that need grad."""
     saved: Dict[int, None] = {}
@@ -162,7 +166,7 @@ def saved_values(graph: Graph, nodes: range) -> Tuple[int, ...]:
         if n.prim.backward is None or not graph.values[n.out].requires_grad:
             continue
         for vid in n.refs() + [n.out]:
-            if graph.values[vid].kind != STATE:
+            if graph.values[vid].kind not in (STATE, CONSTANT):
                 saved[vid] = None
     return tuple(saved)
 
@@ -228,9 +232,7 @@ class Entry:
         src.namespace.update(MISS=MISS, W=wrap, GRAPH=graph_node, OUT=output_node, LINK=storage.link,
                              WEAKREF=weakref.ref, E=self, BACKWARD=self.backward)
         src.lines += check_lines(self.guards)
-        for vid, value in enumerate(graph.values):
-            if value.kind == STATE:
-                src.lines.append(f"v{vid} = {src.name(value.tensor._data, 'state')}")
+        src.lines += constant_lines(graph, src)
         needs_node = any(graph.values[v].requires_grad and graph.values[v].kind == NODE
                          for v in _output_refs(graph.output))
         if self.buffered:

@@ -24,7 +24,7 @@ import numpy as np
 from ..ops.primitive import Primitive, link_view, run
 from ..tensor import Tensor, node, wrap
 from ..tracing import HOOK
-from .graph import EXTERNAL, INPUT, STATE, Graph, Ref
+from .graph import CONSTANT, EXTERNAL, INPUT, STATE, Graph, Ref
 from .guards import Guards, check_lines, first_failure
 from .replay import MISS, Backward, Source, route
 from .symbolic import ShapeEnv, Sym
@@ -114,6 +114,8 @@ class Replayer:
             elif value.kind == STATE:
                 self.tensors[vid] = value.tensor
                 self.arrays[vid] = value.tensor._data
+            elif value.kind == CONSTANT:
+                self.arrays[vid] = value.tensor
 
     # ---- the hook ------------------------------------------------------------------------------------
     def apply(self, prim: Primitive, args: tuple) -> Tensor:
@@ -160,6 +162,8 @@ class Replayer:
         if known is not None:
             return known is tensor
         value = self.graph.values[vid]
+        if value.kind == CONSTANT:  # made again by this call's Python: it must hold the same numbers
+            return not tensor._rg and same_constant(value.tensor, tensor._data, self.symbols)
         if value.kind != EXTERNAL or tensor._data.dtype != value.dtype or tensor._rg != value.requires_grad or \
                 tensor._data.ndim != len(value.shape):
             return False

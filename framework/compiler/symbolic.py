@@ -36,7 +36,7 @@ class ShapeEnv:
         self.sources[name] = source
         self.values[name] = value
         self.guards.append((f"{name} >= 2", f"{source} >= 2"))
-        return Sym(name, value, self)
+        return Sym(name, value, self, 2)
 
     def readable(self, expr: str) -> str:
         """`expr` with each symbol replaced by the size it stands for."""
@@ -74,46 +74,75 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (Sym, int)) and not isinstance(value, bool)
 
 
+def _lower(value: Any) -> Optional[int]:
+    """A lower bound that holds for every size the graph serves (None: unknown)."""
+    return value.lower if isinstance(value, Sym) else int(value)
+
+
+def _bound(symbol: str, left: Any, right: Any) -> Optional[int]:
+    """The lower bound of `left symbol right`, when both are non-negative and it follows."""
+    a, b = _lower(left), _lower(right)
+    if a is None or b is None or a < 0 or b < 0:
+        return None
+    if symbol in ("+", "*"):
+        return a + b if symbol == "+" else a * b
+    if symbol == "-" and isinstance(right, int):
+        return a - right
+    if symbol == "//" and isinstance(right, int) and right > 0:
+        return a // right
+    return None
+
+
+def _arithmetic(symbol: str, op: Callable[[Any, Any], Any], identity: Optional[int] = None,
+                reflected: bool = False) -> Callable[["Sym", Any], Any]:
+    """A Sym operator: a new expression (or the Sym itself, for the operation's identity element)."""
+    def method(self: "Sym", other: Any) -> Any:
+        if identity is not None and other.__class__ is int and other == identity:
+            return self
+        return self._combine(other, symbol, op, reflected)
+    return method
+
+
+def _comparison(symbol: str, op: Callable[[int, int], bool]) -> Callable[["Sym", Any], Any]:
+    """A Sym comparison: the answer at capture, guarded unless every size the graph serves gives it."""
+    def method(self: "Sym", other: Any) -> Any:
+        return self._compare(other, symbol, op)
+    return method
+
+
 class Sym(SymbolicSize):
     """A size known by its expression over symbols and by its value at capture (see the module docstring)."""
 
-    __slots__ = ("expr", "value", "env")
+    __slots__ = ("expr", "value", "env", "lower")
 
-    def __init__(self, expr: str, value: int, env: ShapeEnv) -> None:
-        self.expr, self.value, self.env = expr, value, env
+    def __init__(self, expr: str, value: int, env: ShapeEnv, lower: Optional[int] = None) -> None:
+        self.expr, self.value, self.env, self.lower = expr, value, env, lower
 
-    def _combine(self, other: Any, symbol: str, op: Callable[[int, int], int], reflected: bool = False) -> Any:
+    def _combine(self, other: Any, symbol: str, op: Callable[[Any, Any], Any], reflected: bool = False) -> Any:
         if not _is_int(other):
-            return NotImplemented
+            if not isinstance(other, (float, complex)):
+                return NotImplemented
+            value = self.env.fix(self, f"arithmetic with a {type(other).__name__}")  # a non-integer result
+            return op(other, value) if reflected else op(value, other)
         left, right = (other, self) if reflected else (self, other)
-        return Sym(f"({_expr(left)}{symbol}{_expr(right)})", op(_value(left), _value(right)), self.env)
+        return Sym(f"({_expr(left)}{symbol}{_expr(right)})", op(_value(left), _value(right)), self.env,
+                   _bound(symbol, left, right))
 
-    def __add__(self, other: Any) -> Any:
-        return self if other.__class__ is int and other == 0 else self._combine(other, "+", operator.add)
+    __add__ = _arithmetic("+", operator.add, identity=0)
+    __radd__ = _arithmetic("+", operator.add, identity=0, reflected=True)
+    __sub__ = _arithmetic("-", operator.sub, identity=0)
+    __rsub__ = _arithmetic("-", operator.sub, reflected=True)
+    __mul__ = _arithmetic("*", operator.mul, identity=1)
+    __rmul__ = _arithmetic("*", operator.mul, identity=1, reflected=True)
+    __floordiv__ = _arithmetic("//", operator.floordiv, identity=1)
+    __rfloordiv__ = _arithmetic("//", operator.floordiv, reflected=True)
+    __mod__ = _arithmetic("%", operator.mod)
 
-    def __radd__(self, other: Any) -> Any:
-        return self if other.__class__ is int and other == 0 else self._combine(other, "+", operator.add, True)
+    def __truediv__(self, other: Any) -> Any:
+        return self._combine(float(other) if _is_int(other) else other, "/", operator.truediv)
 
-    def __sub__(self, other: Any) -> Any:
-        return self._combine(other, "-", operator.sub)
-
-    def __rsub__(self, other: Any) -> Any:
-        return self._combine(other, "-", operator.sub, True)
-
-    def __mul__(self, other: Any) -> Any:
-        return self if other.__class__ is int and other == 1 else self._combine(other, "*", operator.mul)
-
-    def __rmul__(self, other: Any) -> Any:
-        return self if other.__class__ is int and other == 1 else self._combine(other, "*", operator.mul, True)
-
-    def __floordiv__(self, other: Any) -> Any:
-        return self if other.__class__ is int and other == 1 else self._combine(other, "//", operator.floordiv)
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        return self._combine(other, "//", operator.floordiv, True)
-
-    def __mod__(self, other: Any) -> Any:
-        return self._combine(other, "%", operator.mod)
+    def __rtruediv__(self, other: Any) -> Any:
+        return self._combine(float(other) if _is_int(other) else other, "/", operator.truediv, True)
 
     def __neg__(self) -> "Sym":
         return Sym(f"(-{self.expr})", -self.value, self.env)
@@ -124,32 +153,18 @@ class Sym(SymbolicSize):
         result = op(self.value, _value(other))
         if isinstance(other, Sym) and other.expr == self.expr:
             return result  # the same expression: decided without a guard
-        if other.__class__ is int and other <= 1 and self._at_least_two():
-            return result  # symbols are >= 2 (sizes 0 and 1 are never symbolic)
+        if other.__class__ is int and self.lower is not None and other < self.lower:
+            return result  # decided by what every size the graph serves satisfies (symbols are >= 2)
         expr = f"{self.expr} {symbol} {_expr(other)}"
         self.env.guard(expr if result else f"not ({expr})")
         return result
 
-    def _at_least_two(self) -> bool:
-        return self.expr in self.env.sources
-
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._compare(other, "==", operator.eq)
-
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._compare(other, "!=", operator.ne)
-
-    def __lt__(self, other: Any) -> Any:
-        return self._compare(other, "<", operator.lt)
-
-    def __le__(self, other: Any) -> Any:
-        return self._compare(other, "<=", operator.le)
-
-    def __gt__(self, other: Any) -> Any:
-        return self._compare(other, ">", operator.gt)
-
-    def __ge__(self, other: Any) -> Any:
-        return self._compare(other, ">=", operator.ge)
+    __eq__ = _comparison("==", operator.eq)  # type: ignore[assignment]
+    __ne__ = _comparison("!=", operator.ne)  # type: ignore[assignment]
+    __lt__ = _comparison("<", operator.lt)
+    __le__ = _comparison("<=", operator.le)
+    __gt__ = _comparison(">", operator.gt)
+    __ge__ = _comparison(">=", operator.ge)
 
     def __hash__(self) -> int:
         return hash(self.expr)

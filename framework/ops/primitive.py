@@ -8,8 +8,9 @@ backward side by side), but on raw arrays rather than Tensors:
   (scalars, axes, shapes, dtypes). With `out=True` it also takes `out=`, an
   array of the result's shape and dtype to write into (ufunc style).
 - `backward(needs, args, out, g) -> tuple`: the gradient of each argument given
-  the output's gradient `g`; None where `needs[i]` is false (constants, tensors
-  without grad). It only reads `args` and `out` and never writes into them.
+  the output's gradient `g`; None exactly where `needs[i]` is false (constants,
+  tensors without grad), so an argument the output does not depend on is a
+  constant, not a tensor. It only reads `args` and `out`, never writes them.
 - `shape(*shapes) -> tuple`: the output shape from the arguments, each array
   replaced by its shape (whose entries may be symbolic sizes); the compiler's
   dynamic shapes use it, nothing else does. None where the shape depends on

@@ -206,6 +206,16 @@ def _index_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
     return (full,) + (None,) * (len(args) - 1)
 
 
+def _slice_length(n: Any, item: slice) -> Any:
+    """len(range(n)[item]), in symbols where it can be (a unit step), else from the size's value."""
+    if item.step not in (None, 1):
+        return len(range(*item.indices(n)))
+    start = 0 if item.start is None else (item.start + n if item.start < 0 else item.start)
+    stop = n if item.stop is None else (item.stop + n if item.stop < 0 else item.stop)
+    stop = min(max(stop, 0), n)
+    return max(stop - min(max(start, 0), stop), 0)
+
+
 def _basic_index_shape(x: tuple, template: tuple) -> tuple:
     """The shape basic indexing gives; slices with bounds read the size they cut (a symbolic one specializes)."""
     explicit = sum(1 for item in template if item is not None and item is not Ellipsis)
@@ -218,8 +228,7 @@ def _basic_index_shape(x: tuple, template: tuple) -> tuple:
         elif item is None:
             out.append(1)
         elif isinstance(item, slice):
-            n = x[axis]
-            out.append(n if item == slice(None) else len(range(*item.indices(n))))
+            out.append(_slice_length(x[axis], item))
             axis += 1
         else:
             axis += 1
