@@ -1,11 +1,12 @@
 """The narrow interface between the IPC protocol and the memory it moves.
 
-The protocol (reference counts, limbo, handle cache, guard, message layout)
-only ever talks to a :class:`Backend`. The CUDA backend (``cupy_backend``)
-is the one used for CuPy arrays; any other implementation must give the same
-guarantees: a handle exported for an allocation opens, in another process of
-the same user, onto the same bytes; an event handle lets the consumer order
-its work after the producer's.
+The protocol (segments, reference counts, limbo, handle cache, guard, message
+layout) only ever talks to a :class:`Backend`. The CUDA backend
+(``cupy_backend``) is the one used for CuPy arrays; any other implementation
+must give the same guarantees: a handle exported for an allocation opens, in
+another process of the same user, onto the same bytes; an event handle lets
+the consumer order its work after all the work the producer queued before the
+send; waiting for a stream covers all the work queued on it so far.
 """
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ class Backend(Protocol):
     def locate(self, array: Any) -> Located:
         """The allocation behind array; for an empty array only the device counts (memory None, sizes 0)."""
 
+    def allocate(self, nbytes: int, device: int) -> Any:
+        """A new allocation of nbytes on device (an object with ``ptr``), freed when the object is garbage."""
+
     def export_memory(self, base_ptr: int, device: int) -> bytes:
         """An IPC handle for the allocation that starts at base_ptr."""
 
@@ -45,13 +49,24 @@ class Backend(Protocol):
         """Unmap what open_memory returned."""
 
     def record_event(self, device: int) -> tuple[Any, bytes]:
-        """Record an interprocess event on the current stream: (event, its IPC handle)."""
+        """Record an interprocess event after the work this process queued on device: (event, its IPC handle).
+
+        Whichever thread calls it (a queue pickles in its feeder thread), the
+        event must follow the work of every thread's streams, not only the
+        calling thread's current stream.
+        """
 
     def open_event(self, handle: bytes, device: int) -> Any:
         """The event another process recorded, from its IPC handle."""
 
     def wait_event(self, event: Any, device: int) -> None:
         """Make the current stream wait for event."""
+
+    def current_stream(self, device: int) -> Any:
+        """The calling thread's current stream on device (an object the caller may keep)."""
+
+    def wait_stream(self, stream: Any, device: int) -> None:
+        """Wait on the host until the work queued so far on stream is done."""
 
     def destroy_event(self, event: Any, device: int) -> None:
         """Free an event made by record_event or open_event (pending waits still happen)."""

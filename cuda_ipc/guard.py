@@ -1,11 +1,16 @@
 """The start-method guard: CUDA cannot be used in a process forked after its parent initialised CUDA.
 
 A forked child inherits the parent's CUDA driver state without the threads and
-mappings behind it, so its first CUDA call fails in obscure ways (or hangs).
-Every CUDA use through hogshare (cuda_ipc and framework CUDA tensors) calls
-:func:`check_cuda_allowed` first, which records that this process uses CUDA
-and, in a child forked after that, raises an error that names the start
-methods that work.
+mappings behind it, so its first CUDA call fails in obscure ways (CUDA's
+"initialization error", or a hang). Every way into CUDA through hogshare calls
+:func:`check_cuda_allowed` first: creating or moving a CUDA tensor, making a
+device current, drawing random numbers on a device (all through
+``framework.device.cupy_module``), sending or receiving a device array, and
+``cuda_ipc.is_available()`` when it finds a device. The first call records
+that this process uses CUDA; in a child forked after that, every call raises an
+error that names the start methods that work. (Operations on CUDA arrays a
+forked child inherited do not pass here: the child cannot make new ones.)
+The check is two global reads.
 """
 from __future__ import annotations
 

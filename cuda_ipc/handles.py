@@ -1,11 +1,16 @@
 """The consumer's cache of opened IPC handles: each allocation is opened once per process.
 
 Every received array holds a :class:`ReceivedMemory`, which counts as one live
-view of its opened allocation. When an array is gone, this process first waits
-for the work it queued on the device (which may still read the array), then
-closes the allocation if that was its last view, and only then releases the
-producer's slot: the producer can never free or reuse memory this process
-still uses or has mapped. (PyTorch likewise synchronises before releasing.)
+view of its opened allocation and remembers the stream that was current when
+the array arrived: the stream the consumer uses it on (an array used on other
+streams must have that work ordered before it is dropped, as CuPy's own pool
+requires of its arrays). When an array is gone, this process first waits for
+the work queued on that stream so far (an event recorded there, not a whole
+device synchronisation: other streams go on), then closes the allocation if
+that was its last view, and only then releases the producer's slot: the
+producer can never free or reuse memory this process still uses or has mapped
+(CUDA leaves freeing memory that another process still has open undefined).
+PyTorch likewise synchronises the current stream before releasing.
 
 Releases come from finalisers, which may run in any thread, or in the middle
 of this module's own work when a garbage collection happens there. They are
@@ -18,6 +23,7 @@ import threading
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +48,8 @@ class HandleCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._blocks: dict[tuple[int, bytes], OpenedBlock] = {}
-        self._released: deque[tuple[OpenedBlock, np.ndarray, int]] = deque()
+        self._released: deque[tuple[OpenedBlock, np.ndarray, int, Any]] = deque()
+        self.opened = 0  # handles opened so far: what packing small arrays into segments keeps low
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -54,13 +61,15 @@ class HandleCache:
             if block is None:
                 block = OpenedBlock(backend, handle, device, backend.open_memory(handle, device))
                 self._blocks[(device, handle)] = block
+                self.opened += 1
             block.views += 1
         self._apply_releases()
         return block
 
-    def release(self, block: OpenedBlock, counts: np.ndarray, slot: int) -> None:
-        """One view of block is gone: close it if it was the last, then give back the producer's slot."""
-        self._released.append((block, counts, slot))
+    def release(self, block: OpenedBlock, counts: np.ndarray, slot: int, stream: Any) -> None:
+        """One view of block, used on stream, is gone: once stream's work is done, close block if that was its
+        last view, then give back the producer's slot."""
+        self._released.append((block, counts, slot, stream))
         self._apply_releases()
 
     def _apply_releases(self) -> None:
@@ -69,9 +78,11 @@ class HandleCache:
         while self._released and self._lock.acquire(blocking=False):
             try:
                 batch = [self._released.popleft() for _ in range(len(self._released))]
-                for backend, device in {(block.backend, block.device) for block, _, _ in batch}:
-                    backend.synchronize(device)
-                for block, counts, slot in batch:
+                streams = {(id(stream), block.device): (block.backend, stream, block.device)
+                           for block, _, _, stream in batch}
+                for backend, stream, device in streams.values():
+                    backend.wait_stream(stream, device)
+                for block, counts, slot, _ in batch:
                     block.views -= 1
                     if block.views == 0:
                         del self._blocks[(block.device, block.handle)]
@@ -94,6 +105,6 @@ class ReceivedMemory:
 
     __slots__ = ("block", "__weakref__")
 
-    def __init__(self, cache: HandleCache, block: OpenedBlock, counts: np.ndarray, slot: int) -> None:
+    def __init__(self, cache: HandleCache, block: OpenedBlock, counts: np.ndarray, slot: int, stream: Any) -> None:
         self.block = block
-        weakref.finalize(self, cache.release, block, counts, slot)
+        weakref.finalize(self, cache.release, block, counts, slot, stream)

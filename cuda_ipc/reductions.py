@@ -7,11 +7,20 @@ producer's reference-count file and slot. The consumer opens the allocation
 through its handle cache, makes its current stream wait on the event and gets
 a view of the same device memory.
 
-The event is recorded on the current stream of the thread that pickles. A
-``Queue`` pickles in its feeder thread, whose current stream is CuPy's default
-(legacy) stream, which orders after the work of every blocking stream; work on
-a stream created with ``non_blocking=True`` must be synchronised before ``put``
-(or sent through a ``SimpleQueue``, which pickles in the calling thread).
+Which thread pickles is not the producer's choice (a ``Queue`` pickles in its
+feeder thread), so the event cannot go on that thread's current stream: under
+``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1`` the feeder's stream is its own
+per-thread default stream, which orders after nothing the producer did. The
+backend records it after the work of every thread's streams instead (for CUDA,
+on the legacy default stream; see ``cupy_backend``). Work on a stream created
+with ``non_blocking=True`` escapes that ordering unless it is the pickling
+thread's current stream: synchronise it before ``Queue.put``, or send through a
+``SimpleQueue`` or ``Pipe``, which pickle in the calling thread.
+
+Only allocations whose size is a multiple of 2 MiB are exported (see
+``segments``): a smaller one may be a block the driver sub-allocated, whose
+handle would expose its neighbours and misplace the array. Arrays that CuPy
+allocated after ``cuda_ipc`` was imported always qualify.
 
 An array that was itself received over IPC is refused by the reduction: only
 the process that allocated memory can export it, and forwarding someone
@@ -31,6 +40,7 @@ from cuda_ipc import handles, limbo
 from cuda_ipc.backend import Backend
 from cuda_ipc.guard import check_cuda_allowed
 from cuda_ipc.refcount import release
+from cuda_ipc.segments import SEGMENT_BYTES
 
 _TOKEN = secrets.token_bytes(8)
 
@@ -69,6 +79,12 @@ def share(array: Any, backend: Backend) -> IpcArray:
               np.dtype(array.dtype))
     if array.size == 0:
         return IpcArray(*common, None, 0, 0, None, None, 0, 0)
+    if located.base_size % SEGMENT_BYTES:
+        raise ValueError(
+            f"this array lives in a device allocation of {located.base_size} bytes, not a multiple of 2 MiB, which "
+            "the CUDA driver may have carved out of a larger block: its IPC handle would share that whole block. "
+            "Allocate arrays to send after importing cuda_ipc (or framework), whose memory pool makes every "
+            "allocation shareable, or send cuda_ipc.shareable(array), a copy in an allocation of its own.")
     handle = backend.export_memory(located.base_ptr, located.device)
     block = limbo.current().send(backend, located)
     return IpcArray(*common, handle, located.base_size, located.offset, block.event_handle,
@@ -94,12 +110,13 @@ def rebuild(message: IpcArray) -> Any:
             event = backend.open_event(message.event, device)
             backend.wait_event(event, device)
             backend.destroy_event(event, device)
+        stream = backend.current_stream(device)
         cache = handles.current()
         opened = cache.acquire(backend, message.handle, device)
     except BaseException:
         release(message.counts, message.slot)
         raise
-    owner = handles.ReceivedMemory(cache, opened, message.counts, message.slot)
+    owner = handles.ReceivedMemory(cache, opened, message.counts, message.slot, stream)
     return backend.view(opened.ptr, message.base_size, owner, *layout)
 
 

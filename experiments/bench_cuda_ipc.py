@@ -2,8 +2,8 @@
 
 One round trip: the parent puts a device array on a queue; a spawned child
 gets it (opens the IPC handle, waits on the producer's event, builds a view),
-drops it (which synchronises the device, closes the handle and gives back the
-producer's reference count) and answers with the element count on a second
+drops it (which waits for the child's stream, closes the handle and gives back
+the producer's reference count) and answers with the element count on a second
 queue. The same array is sent every time, 4 KiB to 1 GiB. Each side runs in
 a subprocess of its own so that neither library's CUDA state affects the
 other. Needs a CUDA device; without one it says so and exits.
@@ -136,8 +136,8 @@ def main() -> None:
     table = markdown_table(["payload", "hogshare median us", "torch median us", "hogshare / torch"], rows)
     notes = (f"Device and libraries: {_versions()}. Median of {args.reps} round trips per size "
              f"({max(5, args.reps // 5)} from 256 MiB up), after 3 warm-up trips. A round trip: put on a spawn "
-             "queue, the child receives (opens the handle, waits on the event), drops the array (synchronises, "
-             "closes the handle, releases the count) and answers with a small int. torch: n/a when torch with "
+             "queue, the child receives (opens the handle, waits on the event), drops the array (waits for its "
+             "stream, closes the handle, releases the count) and answers with a small int. torch: n/a when torch with "
              "CUDA is not importable.")
     path = write_result("cuda_ipc", "CUDA IPC round trip: hogshare (CuPy) vs torch", [notes, table])
     print(f"wrote {path}")

@@ -1,4 +1,9 @@
-"""Tensor factories: tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, randn, rand, randint, *_like."""
+"""Tensor factories: tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, randn, rand, randint, *_like.
+
+Every factory that makes a CUDA array goes through `framework.device` (`_build`,
+`to_device`), and so through the start-method guard, with the target device
+current.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -6,7 +11,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import random
-from .device import array_module, cupy_module, on_device, parse_device, to_device
+from .device import cupy_module, device_of, on_device, parse_device, to_device
 from .dtypes import DEFAULT_FLOAT, is_floating, resolve_dtype
 from .tensor import Tensor, as_array, wrap
 
@@ -97,14 +102,14 @@ def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = 
 def zeros_like(other: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Zeros with `other`'s shape, device and (unless given) dtype."""
     data = other._data
-    return _finish(array_module(data).zeros(data.shape, _dtype_or(dtype, data.dtype)),
+    return _finish(_build(device_of(data), lambda xp: xp.zeros(data.shape, _dtype_or(dtype, data.dtype))),
                    requires_grad)
 
 
 def ones_like(other: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Ones with `other`'s shape, device and (unless given) dtype."""
     data = other._data
-    return _finish(array_module(data).ones(data.shape, _dtype_or(dtype, data.dtype)),
+    return _finish(_build(device_of(data), lambda xp: xp.ones(data.shape, _dtype_or(dtype, data.dtype))),
                    requires_grad)
 
 

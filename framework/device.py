@@ -1,7 +1,11 @@
 """Devices: where a tensor's array lives ("cpu" is NumPy, "cuda:N" is CuPy) and moving arrays between them.
 
 CuPy is imported only when a CUDA device is asked for, so everything on the CPU
-works without it.
+works without it, and a process that never asks makes no CUDA call even where
+CuPy is installed. Every way into CUDA from here goes through `cupy_module`,
+which runs the start-method guard first: a process forked after its parent
+initialised CUDA gets an error naming spawn/forkserver, not CUDA's
+"initialization error".
 """
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from cuda_ipc.guard import check_cuda_allowed
 
 _CUDA_HINT = "install CuPy (pip install 'hogshare[cuda]') on a machine with an NVIDIA GPU"
 
@@ -31,7 +37,11 @@ def parse_device(device: Any) -> str:
 
 
 def cupy_module() -> ModuleType:
-    """The cupy module, imported on demand; RuntimeError explaining how to get it otherwise."""
+    """The cupy module, for CUDA work in this process: the start-method guard first, then CuPy imported on demand.
+
+    RuntimeError explaining how to get CuPy when it is not importable.
+    """
+    check_cuda_allowed()
     try:
         import cupy
     except ImportError as exc:  # pragma: no cover - depends on the machine
@@ -101,14 +111,19 @@ def cuda_device_count() -> int:
 
 
 def use_device(device: str) -> None:
-    """Make `device` this process's current device, so new arrays land there; nothing to do for 'cpu'.
-
-    For CUDA the start-method guard runs first (a process forked after its
-    parent initialised CUDA gets an error naming spawn/forkserver).
-    """
+    """Make `device` this process's current device, so new arrays land there; nothing to do for 'cpu'."""
     device = parse_device(device)
     if device == "cpu":
         return
-    import cuda_ipc
-    cuda_ipc.check_cuda_allowed()
     cupy_module().cuda.Device(int(device[5:])).use()
+
+
+def shareable(array: Any) -> Any:
+    """`array` in memory other processes can map with nothing unrelated beside it: shared memory for a NumPy
+    array (`sharing.share_array`), a device allocation of its own, rounded up to 2 MiB, for a CuPy array
+    (`cuda_ipc.shareable`); `array` itself when it already is."""
+    if isinstance(array, np.ndarray):
+        import sharing
+        return array if sharing.is_shared(array) else sharing.share_array(array)
+    import cuda_ipc
+    return cuda_ipc.shareable(array)

@@ -7,25 +7,23 @@ tensor travels as (its shared array, requires_grad): the array goes as a
 `sharing` handle with offset, shape and strides. `.grad` is not carried
 (the receiver's tensor has none), and a non-leaf tensor that requires grad
 refuses to travel. CUDA tensors travel as their CuPy array (a CUDA IPC handle,
-see `cuda_ipc`). Packed parameters travel as (arena, slot) so a model arrives
-with its arena intact (see ParameterArena).
+see `cuda_ipc`, whose reducer is registered when CuPy is imported, so a CPU
+process never loads CuPy). Packed parameters travel as (arena, slot) so a
+model arrives with its arena intact (see ParameterArena).
 """
 from __future__ import annotations
 
-import importlib.util
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 
+import cuda_ipc  # noqa: F401  (registers the CuPy reducer once CuPy is imported)
 import sharing  # noqa: F401  (registers the shared ndarray reducer this one builds on)
 
 from .nn.arena import Layout, ParameterArena
 from .nn.parameter import Parameter, _arena_parameter
 from .tensor import Tensor, wrap
-
-if importlib.util.find_spec("cupy") is not None:
-    import cuda_ipc  # noqa: F401  (registers the CuPy reducer)
 
 NON_LEAF_MESSAGE = (
     "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not support crossing "

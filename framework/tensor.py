@@ -423,7 +423,8 @@ class Tensor:
 
     # ---- sharing -----------------------------------------------------------------------------
     def share_memory_(self) -> "Tensor":
-        """Move the storage into shared memory in place (every view of it follows); no-op on CUDA or if shared."""
+        """Move the storage into shared memory in place (every view of it follows); no-op if shared, and on CUDA,
+        where the memory cuda_ipc's pool hands out is always exportable as an IPC handle."""
         import sharing
         if isinstance(self._data, np.ndarray) and not sharing.is_shared(self._data):
             storage.move(self, sharing.share_array)

@@ -19,7 +19,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from .. import storage
-from ..device import array_module, device_of, on_device, to_device
+from ..device import array_module, device_of, on_device, shareable, to_device
 from ..tensor import wrap
 from .parameter import Parameter
 
@@ -168,11 +168,14 @@ class ParameterArena:
                 p._grad = None
 
     def share_memory_(self) -> "ParameterArena":
-        """Move `data` into shared memory in place (parameters and their views follow); no-op on CUDA."""
+        """Move `data`, in place, into memory other processes map: shared memory on the CPU (parameters and their
+        views follow), a device allocation of its own on CUDA (parameters follow; see `device.shareable`)."""
         data = self.data
         if isinstance(data, np.ndarray) and data.size and not _is_shared(data):
             import sharing
             storage.move(self._anchor, sharing.share_array)
+        elif not isinstance(data, np.ndarray) and data.size:
+            self._point_params_at(shareable(data))
         if self.data.size and _is_shared(self.data):
             _SHARED[(device_of(self.data), _address(self.data), int(self.data.nbytes), tuple(self.shapes))] = self
         return self
@@ -184,13 +187,20 @@ class ParameterArena:
             data = data.astype(dtype)
         if data is self.data:
             return
-        self._anchor = wrap(data)
+        self._point_params_at(data)
         self._grad = _zeros_like(data)
         self._grad_views = [self._segment(self._grad, i) for i in range(len(self.params))]
+        for p in self.params:
+            p._grad = None
+
+    def _point_params_at(self, data: Any) -> None:
+        """Make `data` (a copy of the arena's values) the arena's memory, each parameter a view of it."""
+        if data is self.data:
+            return
+        self._anchor = wrap(data)
         for slot, p in enumerate(self.params):
             p._data = self._segment(data, slot)
             p._st = None
-            p._grad = None
         if isinstance(data, np.ndarray):
             storage.join([self._anchor, *self.params])
 

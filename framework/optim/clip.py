@@ -6,7 +6,7 @@ from typing import Any, Iterable, Union
 
 import numpy as np
 
-from ..device import array_module
+from ..device import array_module, device_of, on_device
 from ..tensor import Tensor, wrap
 
 
@@ -20,7 +20,8 @@ def _arena_of(params: list) -> Any:
 
 def grad_norm(flat: Any) -> float:
     """The 2-norm of a flat gradient buffer (NumPy or CuPy, e.g. `arena.grad`) as a float: one dot product."""
-    return math.sqrt(float(array_module(flat).dot(flat, flat)))
+    with on_device(device_of(flat)):
+        return math.sqrt(float(array_module(flat).dot(flat, flat)))
 
 
 def clip_grad_norm_(parameters: Union[Tensor, Iterable[Tensor]], max_norm: float, norm_type: float = 2.0,
@@ -38,6 +39,12 @@ def clip_grad_norm_(parameters: Union[Tensor, Iterable[Tensor]], max_norm: float
     grads = [arena.grad] if arena is not None else [p._grad._data for p in params if p._grad is not None]
     if not grads:
         return wrap(np.zeros((), np.float32))
+    with on_device(device_of(grads[0])):  # the gradients' device, whichever is current
+        return _clip(grads, max_norm, norm_type, error_if_nonfinite)
+
+
+def _clip(grads: list, max_norm: float, norm_type: float, error_if_nonfinite: bool) -> Tensor:
+    """clip_grad_norm_ over a non-empty list of gradient arrays (with their device current)."""
     xp = array_module(grads[0])
     if norm_type == math.inf:
         total = max(float(xp.abs(g).max()) if g.size else 0.0 for g in grads)

@@ -3,7 +3,8 @@
 All state of a group (moments, the per-parameter step counts) lives in flat
 arrays allocated in the constructor, one element per parameter element; the
 per-parameter state of `opt.state[p]` is views of them. So `share_memory()`
-moves a handful of arrays into shared memory, and when a group's parameters
+moves a handful of arrays into shared memory (on CUDA, into device allocations
+of their own that workers map through IPC handles), and when a group's parameters
 are consecutive in one `ParameterArena` (a packed module, the intended layout)
 `step()` updates them all with a few vectorised operations on
 `arena.data`/`arena.grad` instead of a Python loop over parameters.
@@ -20,6 +21,9 @@ carries its state arrays (as handles when shared, so both processes update
 the same memory) and its parameters, which resolve to the received model's
 parameters when both travel in one message or when the model's arena already
 arrived (see ParameterArena).
+
+Everything runs on the device of the parameters it concerns (state, scratch,
+the update itself), whichever CUDA device is current.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..device import array_module, device_of, on_device, to_device
+from ..device import array_module, device_of, on_device, shareable, to_device
 from ..tensor import Tensor
 
 Flat = Dict[str, Any]
@@ -131,12 +135,14 @@ class Optimizer:
             offset += size
 
     def share_memory(self) -> "Optimizer":
-        """Move all state (the step counts too) into shared memory; returns self. No-op for CUDA state."""
-        import sharing
+        """Move all state (the step counts too) into memory other processes map; returns self.
+
+        Shared memory on the CPU; on CUDA, a device allocation of its own for
+        each state array (see `framework.device.shareable`).
+        """
         for index, flat in enumerate(self._flats):
             for key, array in flat.items():
-                if isinstance(array, np.ndarray) and not sharing.is_shared(array):
-                    flat[key] = sharing.share_array(array)
+                flat[key] = shareable(array)
             self._bind_views(index)
         return self
 
@@ -189,26 +195,30 @@ class Optimizer:
                     data, grad = data[plan.start:plan.stop], grad[plan.start:plan.stop]
                 steps = flat["step"]
                 step = float(steps[0]) + 1
-                steps.fill(step)
-                self._update(group, data, grad, {k: flat[k] for k in self.state_keys(group)}, step,
-                             self._scratch_for(index, data, data.size))
+                with on_device(device_of(data)):
+                    steps.fill(step)
+                    self._update(group, data, grad, {k: flat[k] for k in self.state_keys(group)}, step,
+                                 self._scratch_for(index, data, data.size))
                 continue
             for p in group["params"]:
                 if p._grad is None:
                     continue
                 entry = self.state[p]
-                count = entry["step"]
-                count += 1
                 data = p._data
-                scratch = self._scratch_for(index, data, data.size).reshape(data.shape)
-                self._update(group, data, p._grad._data, entry, float(count), scratch)
+                with on_device(device_of(data)):
+                    count = entry["step"]
+                    count += 1
+                    scratch = self._scratch_for(index, data, data.size).reshape(data.shape)
+                    self._update(group, data, p._grad._data, entry, float(count), scratch)
         return loss
 
     def _scratch_for(self, index: int, like: Any, size: int) -> Any:
-        """A flat temporary of `size` elements of `like`'s dtype (its memory is kept between steps)."""
+        """A flat temporary of `size` elements of `like`'s dtype on its device (kept between steps)."""
         scratch = self._scratch[index]
-        if scratch is None or scratch.size < size or scratch.dtype != like.dtype:
-            scratch = self._scratch[index] = array_module(like).empty((size,), like.dtype)
+        device = device_of(like)
+        if scratch is None or scratch.size < size or scratch.dtype != like.dtype or device_of(scratch) != device:
+            with on_device(device):
+                scratch = self._scratch[index] = array_module(like).empty((size,), like.dtype)
         return scratch[:size] if scratch.size != size else scratch
 
     # ---- state_dict -----------------------------------------------------------------------------
@@ -265,8 +275,9 @@ class Optimizer:
                     count = self.state[p]["step"]
                     updates.append((count, np.maximum(_host_copy(count), 1)))
         for target, array in updates:
-            source = to_device(array.reshape(target.shape), device_of(target))
-            array_module(target).copyto(target, source, casting="unsafe")
+            device = device_of(target)
+            with on_device(device):
+                array_module(target).copyto(target, to_device(array.reshape(target.shape), device), casting="unsafe")
         for saved, group in zip(saved_groups, self.param_groups):
             group.update({k: v for k, v in saved.items() if k != "params"})
 

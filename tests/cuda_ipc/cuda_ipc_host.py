@@ -2,15 +2,18 @@
 
 Allocations are memfd segments; an "IPC handle" names the producer's fd
 (``/proc/PID/fd/FD``), which another process of the same user can open while
-the producer is alive and holds the allocation, as with CUDA. Host memory is
-synchronous, so events only record who waited on what. The backend counts
-what it did (opens, closes, events) so tests can check the protocol's
-bookkeeping in each process.
+the producer is alive and holds the allocation, as with CUDA. Arrays are
+pieces of those segments, packed by cuda_ipc's own ``SegmentAllocator`` as on
+the GPU. Host memory is synchronous, so events and streams only record who
+waited on what: each thread has a current stream (a name, "default" unless a
+test picks one). The backend counts what it did (allocations, opens, closes,
+events) so tests can check the protocol's bookkeeping in each process.
 """
 from __future__ import annotations
 
 import mmap
 import os
+import threading
 import weakref
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
@@ -19,10 +22,11 @@ import numpy as np
 
 from cuda_ipc.backend import Located
 from cuda_ipc.reductions import reduce_array
+from cuda_ipc.segments import Piece, Segment, SegmentAllocator
 
 
 class HostMemory:
-    """One allocation: a memfd segment mapped here (the analogue of a cudaMalloc block)."""
+    """One allocation: a memfd mapped here (the analogue of a cudaMalloc block)."""
 
     def __init__(self, size: int, device: int = 0) -> None:
         self.size, self.device = size, device
@@ -47,7 +51,7 @@ _allocations: weakref.WeakValueDictionary[int, HostMemory] = weakref.WeakValueDi
 class DeviceArray(np.ndarray):
     """A NumPy array standing for a device array: it knows its memory object and device id; views inherit both."""
 
-    memory: HostMemory | UnownedHostMemory | None
+    memory: Piece | UnownedHostMemory | None
     device_id: int
 
     def __array_finalize__(self, obj: Any) -> None:
@@ -61,25 +65,35 @@ class DeviceArray(np.ndarray):
         return device_array(np.asarray(self).copy(order), device=self.device_id)
 
 
-def _over(buffer: np.ndarray, memory: Any, offset: int, shape: tuple[int, ...], dtype: Any,
+def _over(buffer: np.ndarray, memory: Any, device: int, offset: int, shape: tuple[int, ...], dtype: Any,
           strides: tuple[int, ...] | None) -> DeviceArray:
     array = np.ndarray(shape, dtype, buffer=buffer, offset=offset, strides=strides).view(DeviceArray)
-    array.memory, array.device_id = memory, memory.device
+    array.memory, array.device_id = memory, device
     return array
 
 
-def empty(shape: Any, dtype: Any = np.float64, device: int = 0) -> DeviceArray:
-    """A new uninitialised array in its own allocation."""
+def empty(shape: Any, dtype: Any = np.float64, device: int = 0, own: bool = False) -> DeviceArray:
+    """A new uninitialised array: packed into a segment with others, or alone in one when own."""
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    memory = HostMemory(int(np.prod(shape)) * dtype.itemsize, device)
-    return _over(memory.buffer, memory, 0, shape, dtype, None)
+    piece = _backend.segments.allocate(int(np.prod(shape)) * dtype.itemsize, device, own)
+    return _over(piece.segment.memory.buffer, piece, device, piece.ptr - piece.segment.ptr, shape, dtype, None)
 
 
-def device_array(data: Any, dtype: Any = None, device: int = 0) -> DeviceArray:
+def device_array(data: Any, dtype: Any = None, device: int = 0, own: bool = False) -> DeviceArray:
     """A new array holding a copy of data."""
     data = np.asarray(data, dtype=dtype)
-    array = empty(data.shape, data.dtype, device)
+    array = empty(data.shape, data.dtype, device, own)
+    array[...] = data
+    return array
+
+
+def unpacked_array(data: Any) -> DeviceArray:
+    """A copy of data in an allocation of exactly its size (what a plain cudaMalloc of a small array gives)."""
+    data = np.asarray(data)
+    memory = HostMemory(data.nbytes)
+    piece = Piece(Segment(memory, data.nbytes, 0, packed=False), 0, data.nbytes)
+    array = _over(memory.buffer, piece, 0, 0, data.shape, data.dtype, None)
     array[...] = data
     return array
 
@@ -89,10 +103,12 @@ class HostBackend:
 
     def __init__(self) -> None:
         self._opened: dict[int, np.ndarray] = {}
-        self.opens = self.closes = self.synchronized = 0
-        self.log: list[str] = []  # "synchronize" and "close", in the order they happened
+        self.segments = SegmentAllocator(self)
+        self.allocations = self.opens = self.closes = self.synchronized = 0
+        self.log: list[str] = []  # "wait <stream>" and "close", in the order they happened
         self.live_events: set[bytes] = set()
         self.waited: list[bytes] = []
+        self._stream = threading.local()
 
     def __reduce__(self) -> tuple:
         return host_backend, ()
@@ -108,11 +124,15 @@ class HostBackend:
         return getattr(array.memory, "owner", None)
 
     def locate(self, array: DeviceArray) -> Located:
-        memory = array.memory
         if array.size == 0:
             return Located(None, 0, 0, 0, array.device_id)
-        return Located(memory, memory.ptr, memory.size, array.__array_interface__["data"][0] - memory.ptr,
-                       memory.device)
+        segment = array.memory.segment
+        return Located(array.memory, segment.ptr, segment.size, array.__array_interface__["data"][0] - segment.ptr,
+                       array.device_id)
+
+    def allocate(self, nbytes: int, device: int) -> HostMemory:
+        self.allocations += 1
+        return HostMemory(nbytes, device)
 
     def export_memory(self, base_ptr: int, device: int) -> bytes:
         return f"{os.getpid()}:{_allocations[base_ptr].fd}".encode()
@@ -144,17 +164,26 @@ class HostBackend:
     def wait_event(self, event: bytes, device: int) -> None:
         self.waited.append(event)
 
+    def use_stream(self, name: str) -> None:
+        """Make name the calling thread's current stream."""
+        self._stream.name = name
+
+    def current_stream(self, device: int) -> str:
+        return getattr(self._stream, "name", "default")
+
+    def wait_stream(self, stream: str, device: int) -> None:
+        self.log.append(f"wait {stream}")
+
     def destroy_event(self, event: bytes, device: int) -> None:
         self.live_events.discard(event)
 
     def synchronize(self, device: int) -> None:
         self.synchronized += 1
-        self.log.append("synchronize")
 
     def view(self, ptr: int, size: int, owner: Any, device: int, offset: int,
              shape: tuple[int, ...], dtype: np.dtype, strides: tuple[int, ...]) -> DeviceArray:
         memory = UnownedHostMemory(ptr, size, owner, device)
-        return _over(self._buffer(ptr)[:size], memory, offset, shape, dtype, strides)
+        return _over(self._buffer(ptr)[:size], memory, device, offset, shape, dtype, strides)
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype, device: int) -> DeviceArray:
         return empty(shape, dtype, device)

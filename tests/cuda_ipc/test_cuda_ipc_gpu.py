@@ -249,3 +249,72 @@ def test_framework_cuda_tensors_travel_through_a_queue() -> None:
     joined(child)
     assert tensor.to("cpu").numpy().tolist() == [2.0, 3.0, 4.0]
     cuda_ipc.ipc_collect()
+
+
+def test_every_allocation_is_exportable_and_shareable_gives_one_of_its_own() -> None:
+    import cupy
+
+    from cuda_ipc.cupy_backend import cupy_backend
+    from cuda_ipc.segments import SEGMENT_BYTES
+
+    backend = cupy_backend()
+    assert cupy.cuda.get_allocator() == cuda_ipc.memory_pool().malloc
+    arrays = [cupy.full(5, value, dtype=cupy.int64) for value in range(3)] + [cupy.zeros(3 << 20, cupy.uint8)]
+    assert all(backend.locate(a).base_size % SEGMENT_BYTES == 0 for a in arrays)
+    own = cuda_ipc.shareable(arrays[0])
+    located = backend.locate(own)
+    assert (located.offset, located.base_size) == (0, SEGMENT_BYTES) and own.tolist() == [0] * 5
+    assert cuda_ipc.shareable(own) is own
+
+
+def _send_small_ones(outbox: Any, done: Any, count: int) -> None:
+    for value in range(count):
+        outbox.put(five(value))
+    done.wait(4 * WAIT)
+
+
+@pytest.mark.timeout(240)
+def test_small_arrays_sent_one_by_one_share_a_handle() -> None:
+    count = 1000
+    outbox, done = CTX.Queue(), CTX.Event()
+    child = start(_send_small_ones, outbox, done, count)
+    opened = handles.current().opened
+    held = [outbox.get(timeout=WAIT) for _ in range(count)]
+    total = int(sum(int(a.sum()) for a in held))
+    opened = handles.current().opened - opened
+    del held
+    gc.collect()
+    done.set()
+    joined(child)
+    assert total == 5 * count * (count - 1) // 2
+    assert opened <= 2, f"{count} arrays of 40 bytes opened {opened} handles: they are not packed"
+    cuda_ipc.ipc_collect()
+
+
+def _add_late_under_per_thread_streams(outbox: Any, done: Any) -> None:
+    import cupy  # imported with CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1, from the parent's environment
+
+    tensor = cupy.ones(4, dtype=cupy.float32)
+    cupy.cuda.get_current_stream().synchronize()
+    cupy.RawKernel(_SPIN, "spin")((1,), (1,), (np.int64(500_000_000),))  # about a quarter of a second
+    tensor += 1
+    outbox.put((cupy.cuda.get_current_stream().ptr, tensor))  # pickled by the feeder thread, on its own stream
+    done.wait(WAIT)
+
+
+@pytest.mark.timeout(240)
+def test_under_per_thread_default_streams_the_consumer_waits_for_the_producers_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
+    outbox, done = CTX.Queue(), CTX.Event()
+    child = start(_add_late_under_per_thread_streams, outbox, done)
+    stream, tensor = outbox.get(timeout=WAIT)
+    tensor *= 2
+    seen = tensor.tolist()
+    del tensor
+    gc.collect()
+    done.set()
+    joined(child)
+    assert stream == 2, "the producer did not run on its per-thread default stream (cudaStreamPerThread)"
+    assert seen == [4.0] * 4, "the multiply ran before the producer's add: the event was recorded too early"
+    cuda_ipc.ipc_collect()

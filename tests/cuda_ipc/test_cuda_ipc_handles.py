@@ -13,7 +13,7 @@ from cuda_ipc_host import HostBackend, device_array
 
 def _exported(backend: HostBackend) -> tuple[object, bytes]:
     array = device_array(np.arange(4.0))
-    return array, backend.export_memory(array.memory.ptr, 0)
+    return array, backend.export_memory(backend.locate(array).base_ptr, 0)
 
 
 def test_one_open_per_handle_and_close_with_the_last_view() -> None:
@@ -24,19 +24,20 @@ def test_one_open_per_handle_and_close_with_the_last_view() -> None:
     assert first is second and first.views == 2
     assert backend.opens == 1 and len(cache) == 1
     slots = [file.allocate(), file.allocate()]
-    cache.release(first, file.counts, slots[0])
+    cache.release(first, file.counts, slots[0], "default")
     assert backend.closes == 0 and file.counts[slots[0]] == 0 and file.counts[slots[1]] == 1
-    cache.release(first, file.counts, slots[1])
+    cache.release(first, file.counts, slots[1], "default")
     assert backend.closes == 1 and len(cache) == 0 and file.counts[slots[1]] == 0
-    assert backend.log == ["synchronize", "synchronize", "close"], "device work must be done before a release"
-    assert cache.acquire(backend, handle, 0) is not first and backend.opens == 2
+    assert backend.log == ["wait default", "wait default", "close"], "the stream's work must be done before a release"
+    assert cache.acquire(backend, handle, 0) is not first and backend.opens == 2 and cache.opened == 2
 
 
 def test_the_opened_memory_is_the_producers() -> None:
     backend, cache = HostBackend(), HandleCache()
     array, handle = _exported(backend)
     block = cache.acquire(backend, handle, 0)
-    view = backend.view(block.ptr, array.memory.size, None, 0, 8, (2,), np.dtype(np.float64), (8,))
+    located = backend.locate(array)
+    view = backend.view(block.ptr, located.base_size, None, 0, located.offset + 8, (2,), np.dtype(np.float64), (8,))
     view[:] = [10.0, 20.0]
     assert array.tolist() == [0.0, 10.0, 20.0, 3.0]
 
@@ -52,7 +53,7 @@ def test_received_memory_releases_when_collected() -> None:
     backend, cache, file = HostBackend(), HandleCache(), RefCountFile(2)
     array, handle = _exported(backend)
     slot = file.allocate()
-    owner = ReceivedMemory(cache, cache.acquire(backend, handle, 0), file.counts, slot)
+    owner = ReceivedMemory(cache, cache.acquire(backend, handle, 0), file.counts, slot, "default")
     assert backend.closes == 0
     del owner
     gc.collect()
@@ -65,10 +66,11 @@ def test_a_release_never_waits_for_the_lock_and_is_applied_by_its_holder() -> No
     block = cache.acquire(backend, handle, 0)
     block = cache.acquire(backend, handle, 0)
     slots = [file.allocate(), file.allocate()]
-    other_array, other_handle = _exported(backend)
+    other_array = device_array(np.arange(4.0), own=True)
+    other_handle = backend.export_memory(backend.locate(other_array).base_ptr, 0)
     with cache._lock:  # held by this thread, as when a finaliser runs inside the cache's own work
-        cache.release(block, file.counts, slots[0])
-        releaser = threading.Thread(target=cache.release, args=(block, file.counts, slots[1]))
+        cache.release(block, file.counts, slots[0], "default")
+        releaser = threading.Thread(target=cache.release, args=(block, file.counts, slots[1], "default"))
         releaser.start()
         releaser.join(10)
         assert not releaser.is_alive(), "a release from another thread blocked on the cache lock"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
@@ -9,6 +10,8 @@ import numpy as np
 import pytest
 
 import cuda_ipc
+import sharing as mp
+from cuda_ipc import guard, handles
 from cuda_ipc.limbo import Limbo
 from cuda_ipc.reductions import IpcArray, rebuild, share
 from cuda_ipc_children import CTX, WAIT, copy_on, describe, joined, send_and_drop, start, sum_all, sums
@@ -172,9 +175,77 @@ def test_the_message_places_the_array_in_its_allocation(drained: Limbo) -> None:
     x = device_array(np.arange(12.0).reshape(3, 4))
     message = share(x[1:, ::-2], host_backend())
     assert isinstance(message, IpcArray)
-    assert message.handle == host_backend().export_memory(x.memory.ptr, 0)
-    assert (message.base_size, message.offset) == (96, 1 * 32 + 3 * 8)
+    segment = x.memory.segment
+    assert message.handle == host_backend().export_memory(segment.ptr, 0)
+    assert (message.base_size, message.offset) == (2 << 20, x.memory.ptr - segment.ptr + 1 * 32 + 3 * 8)
     assert (message.shape, message.strides, message.dtype) == ((2, 2), (32, -16), np.dtype(np.float64))
     assert message.counts[message.slot] == 1 and message.event is not None
     assert rebuild(message).tolist() == [[7.0, 5.0], [11.0, 9.0]]
     assert message.counts[message.slot] == 0
+
+
+def _send_one_by_one(outbox: Any, report: Any, done: Any, count: int) -> None:
+    allocations = host_backend().allocations
+    for value in range(count):
+        outbox.put(device_array(np.full(5, value, dtype=np.int64)))
+    report.put(host_backend().allocations - allocations)
+    done.wait(WAIT)
+
+
+def _hold_all_then_drop(inbox: Any, report: Any, count: int) -> None:
+    cache, backend = handles.current(), host_backend()
+    opened, closes = cache.opened, backend.closes
+    held = [inbox.get(timeout=WAIT) for _ in range(count)]
+    total = sum(int(array.sum()) for array in held)
+    opened = cache.opened - opened
+    del held
+    gc.collect()
+    report.put((total, opened, backend.closes - closes, len(cache)))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+def test_small_arrays_sent_one_by_one_travel_in_one_segment(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard, "_initialised_pid", None)  # forked children may use the (host) device
+    context, count = mp.get_context(method), 300
+    arrays, producer_report, consumer_report, done = context.Queue(), context.Queue(), context.Queue(), \
+        context.Event()
+    producer = context.Process(target=_send_one_by_one, args=(arrays, producer_report, done, count))
+    consumer = context.Process(target=_hold_all_then_drop, args=(arrays, consumer_report, count))
+    producer.start()
+    consumer.start()
+    allocations = producer_report.get(timeout=WAIT)
+    total, opened, closed, still_open = consumer_report.get(timeout=WAIT)
+    done.set()
+    for child in (producer, consumer):
+        child.join(WAIT)
+        assert child.exitcode == 0
+    assert total == 5 * count * (count - 1) // 2
+    assert allocations == 1, "300 small arrays fit in one 2 MiB segment"
+    assert (opened, closed, still_open) == (1, 1, 0), "one open for the segment, one close with its last view"
+
+
+def _drop_in_another_thread(inbox: Any, outbox: Any) -> None:
+    backend = host_backend()
+    backend.use_stream("receiving")
+    held = [inbox.get(timeout=WAIT)]
+
+    def drop() -> None:
+        backend.use_stream("dropping")
+        held.clear()
+        gc.collect()
+
+    dropper = threading.Thread(target=drop)
+    dropper.start()
+    dropper.join(WAIT)
+    outbox.put(list(backend.log))
+
+
+@pytest.mark.timeout(120)
+def test_a_release_waits_for_the_stream_the_array_was_received_on(drained: Limbo) -> None:
+    inbox, outbox = CTX.Queue(), CTX.Queue()
+    inbox.put(device_array([1.0, 2.0]))
+    child = start(_drop_in_another_thread, inbox, outbox)
+    log = outbox.get(timeout=WAIT)
+    joined(child)
+    assert log == ["wait receiving", "close"]

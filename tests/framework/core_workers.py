@@ -79,3 +79,24 @@ def fill_cuda(inbox, outbox) -> None:
     import cupy
     cupy.cuda.Device().synchronize()
     outbox.put(t.device)
+
+
+def train_locally_and_report(rank, model, opt, report) -> None:
+    """A CPU worker of a shared model (and optimizer, received too): seed, then train a local copy; report the
+    loss and whether this process loaded CuPy or declared itself a CUDA user (test_core_without_cuda)."""
+    import copy
+    import sys
+
+    from cuda_ipc import guard
+
+    F.manual_seed(rank)
+    local = copy.deepcopy(model)
+    local_opt = F.optim.Adam(local.parameters(), lr=0.01)
+    x = F.randn(8, 4)
+    for _ in range(3):
+        local_opt.zero_grad()
+        loss = (local(x) ** 2).mean()
+        loss.backward()
+        local_opt.step()
+    report.put({"rank": rank, "loss": float(loss.item()), "cupy": "cupy" in sys.modules,
+                "cuda_user": guard._initialised_pid is not None})

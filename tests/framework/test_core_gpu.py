@@ -74,3 +74,35 @@ def test_cuda_tensor_travels_as_a_view_of_device_memory():
     child.join(core_workers.TIMEOUT)
     assert child.exitcode == 0
     assert t.cpu().numpy().tolist() == [4.0] * 8
+
+
+def test_shared_arena_and_optimizer_state_get_device_allocations_of_their_own():
+    from cuda_ipc.cupy_backend import cupy_backend
+    from cuda_ipc.segments import SEGMENT_BYTES
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).to("cuda:0").share_memory()
+    opt = optim.Adam(model.parameters(), lr=0.01).share_memory()
+    for array in [model.arena.data, *opt._flats[0].values()]:
+        located = cupy_backend().locate(array)
+        assert (located.offset, located.base_size) == (0, SEGMENT_BYTES)
+    arena = model.arena.data
+    assert all(arena.data.ptr <= p.data_array.data.ptr < arena.data.ptr + arena.nbytes for p in model.parameters())
+    model(F.ones(3, 4, device="cuda:0")).sum().backward()
+    opt.step()
+    assert opt._plan(0) is not None, "the parameters still are the arena's views, so the step is fused"
+
+
+def test_the_optimizer_works_on_the_parameters_device_whichever_is_current():
+    import cupy
+
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two CUDA devices")
+    model = nn.Linear(4, 2).to("cuda:1")
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    with cupy.cuda.Device(1):
+        model(F.ones(3, 4, device="cuda:1")).sum().backward()
+    with cupy.cuda.Device(0):  # a current device the parameters are not on
+        optim.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    assert opt._scratch[0].device.id == 1
+    assert {a.device.id for a in opt._flats[0].values()} == {1}
