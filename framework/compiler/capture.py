@@ -142,6 +142,9 @@ class Recorder:
         self.guards.clauses.extend(structure)
         for leaf in self.leaves:
             self._add_leaf(leaf)
+        bound = self.owner if self.owner is not None else getattr(self.fn, "__self__", None)
+        if isinstance(bound, Module):  # a module's forward, or a method of a module: its attributes are read
+            self._add_module("self", bound)
         self._add_globals(self._code_and_globals())
         previous_hook, previous_profile = HOOK.current, sys.getprofile()
         HOOK.current = self
@@ -421,8 +424,9 @@ class Recorder:
                 tensor, array = guards.constant(value.tensor, "st"), guards.constant(value.tensor._data, "arr")
                 state_clauses.append((f"{tensor}._data is {array}", f"{value.name}: the same array (not replaced)",
                                       "'another array'"))
-                state_clauses.append((f"{tensor}._rg is {value.tensor._rg}",
-                                      f"{value.name}: requires_grad {value.tensor._rg}", f"{tensor}._rg"))
+                if MODE.enabled:  # under no_grad a parameter's flag changes nothing the graph computes
+                    state_clauses.append((f"{tensor}._rg is {value.tensor._rg}",
+                                          f"{value.name}: requires_grad {value.tensor._rg}", f"{tensor}._rg"))
         for condition, description in self.env.guards:
             guards.add(condition, description, "(" + ", ".join(
                 f"{name}={name}" for name in self.env.sources if name in condition) + ")")
@@ -435,8 +439,10 @@ class Recorder:
             snapshot = guards.constant(self.snapshot, "modules")
             names = ", ".join(name for name, _, _ in self.snapshot.modules[:3])
             more = len(self.snapshot.modules) - 3
-            guards.add(f"{snapshot}.check()", f"modules unchanged: {names}" + (f" and {more} more" if more > 0 else ""),
+            guards.add(f"MODULE_VERSION.count == {snapshot}.version or {snapshot}.check()",
+                       f"modules unchanged: {names}" + (f" and {more} more" if more > 0 else ""),
                        f"{snapshot}.difference()")
+            guards.namespace["MODULE_VERSION"] = Version
 
     def _bind_symbols(self, vid: int, value: Value) -> None:
         """Bind each symbol on its first dim; later dims with it become relations ('y.size(0) == x.size(0)')."""

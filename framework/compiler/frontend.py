@@ -78,7 +78,6 @@ class CompiledFunction:
             result = entry.call(args, kwargs)
             if result is not MISS:
                 counters["cache_hits"] += 1
-                entry.hits += 1
                 return result
         return self._miss(args, kwargs)
 

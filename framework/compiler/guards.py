@@ -146,8 +146,8 @@ def tensor_clauses(guards: Guards, tensor_code: str, array_var: str, tensor_var:
                    f"tuple(s // {array.itemsize} for s in {array_var}.strides)")
         return
     shown = "(" + ", ".join(str(d) for d in sym_shape) + ("," if len(sym_shape) == 1 else "") + ")"
-    static = " and ".join(f"{array_var}.shape[{i}] == {d}" for i, d in enumerate(sym_shape) if d.__class__ is int)
-    guards.add(static or "True", f"{name}: shape {shown}", f"{array_var}.shape")
+    sizes = " and ".join(f"{array_var}.shape[{i}] == {d}" for i, d in enumerate(sym_shape) if d.__class__ is int)
+    guards.add(sizes or "True", f"{name}: shape {shown}", f"{array_var}.shape")
     guards.add(f"{array_var}.flags.c_contiguous", f"{name}: contiguous", f"{array_var}.strides")
 
 
@@ -183,7 +183,7 @@ class ModuleSnapshot:
         return None
 
     def check(self) -> bool:
-        """True when the modules are as snapshot (fast when no Module attribute was assigned since)."""
+        """True when the modules are as snapshot (replay tests `Version.count == version` first, inline)."""
         if Version.count == self.version:
             return True
         if self.difference() is None:
@@ -253,11 +253,20 @@ def free_names(code: types.CodeType) -> List[str]:
 
 
 def check_lines(guards: Guards) -> List[str]:
-    """The guard clauses as the first lines of a generated function: `return MISS` on the first that fails."""
+    """The guard clauses as the first lines of a generated function: `return MISS` unless all hold.
+
+    Conditions between two setup lines are joined into one `and` chain (one jump where they hold).
+    """
     lines = ["try:"]
+    chain: List[str] = []
     for clause in guards.clauses:
+        if clause.setup and chain:
+            lines.append(f"    if not ({' and '.join(chain)}): return MISS")
+            chain = []
         lines += [f"    {line}" for line in clause.setup]
-        lines.append(f"    if not ({clause.condition}): return MISS")
+        chain.append(f"({clause.condition})")
+    if chain:
+        lines.append(f"    if not ({' and '.join(chain)}): return MISS")
     return lines + ["except Exception:", "    return MISS"]
 
 

@@ -203,7 +203,6 @@ class Entry:
 
     def __init__(self, graph: Graph, guards: Guards, dynamic: bool, fn_name: str) -> None:
         self.graph, self.guards, self.fn_name = graph, guards, fn_name
-        self.hits = 0
         self.owner: Optional[Callable] = None
         grad_inputs = tuple(vid for vid, v in enumerate(graph.values)
                             if v.kind in (INPUT, STATE) and v.requires_grad)
@@ -245,7 +244,8 @@ class Entry:
             if n.out in buffered:
                 src.lines.append(f"v{n.out} = {src.name(n.prim.forward, 'F')}({', '.join(args)}, out=b{n.out})")
             elif n.prim.infix:
-                src.lines.append(f"v{n.out} = " + n.prim.infix.format(*[f"({a})" for a in args]))
+                infix = n.prim.infix if isinstance(n.prim.infix, str) else n.prim.infix(*n.args)
+                src.lines.append(f"v{n.out} = " + infix.format(*[f"({a})" for a in args]))
             else:
                 src.lines.append(f"v{n.out} = {src.name(n.prim.forward, 'F')}({', '.join(args)})")
         if needs_node:

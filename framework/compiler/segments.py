@@ -52,7 +52,6 @@ class SegmentedEntry:
                  on_divergence: Callable[[str], None]) -> None:
         self.graph, self.guards, self.fn, self.fn_name = graph, guards, fn, fn_name
         self.on_divergence = on_divergence
-        self.hits = 0
         self.backwards: Dict[Tuple[int, int], Tuple[Backward, Tuple[int, ...]]] = {}
         src = Source(dict(guards.namespace))
         src.lines += check_lines(guards)

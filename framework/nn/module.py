@@ -14,7 +14,7 @@ import numpy as np
 from ..device import array_module, parse_device, to_device
 from ..dtypes import resolve_dtype
 from ..grad_mode import no_grad
-from ..tensor import Tensor, wrap
+from ..tensor import Tensor
 from ..tracing import HOOK
 from .arena import ParameterArena
 from .parameter import Parameter
@@ -58,17 +58,6 @@ class Module:
         if hook is not None:
             hook.module_call(self)
         return self.forward(*args, **kwargs)
-
-    def forward_array(self, x: Any) -> Any:
-        """forward without autograd on a raw array (NumPy or CuPy), returning an array: for acting and inference.
-
-        This default runs `forward` under no_grad, so every layer has one; the
-        layers on an MLP's hot path (Linear, activations, Flatten, Sequential)
-        override it with their raw array arithmetic, skipping the per-op Tensor
-        work. A layer that overrides `forward` alone can never be skipped.
-        """
-        with no_grad():
-            return self.forward(wrap(x)).data_array
 
     # ---- registration ---------------------------------------------------------------------------
     def _registries(self) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:

@@ -205,7 +205,8 @@ def _linear_shape(x: tuple, w: tuple, b: Any) -> tuple:
     return x[:-1] + w[:1]
 
 
-LINEAR = Primitive("linear", _linear_forward, _linear_backward, shape=_linear_shape, out=True)
+LINEAR = Primitive("linear", _linear_forward, _linear_backward, shape=_linear_shape, out=True,
+                   infix=lambda x, w, b: "{0} @ {1}.T" if b is None else "{0} @ {1}.T + {2}")
 
 
 def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:

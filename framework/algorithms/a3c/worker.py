@@ -9,6 +9,11 @@ the shared parameter arena with one copy; its gradient goes to the shared
 optimizer with one copy and one fused step. A loss or gradient that is not
 finite is never applied.
 
+With `trainer.compile` (the default) the acting policy, the model's forward
+over the rollout and the loss run through framework.compile: each is captured
+once and then replayed as array code (forward and backward), which is where a
+small network's time goes otherwise (Python's per-op work, not arithmetic).
+
 On a GPU (`trainer.device: cuda:N`) the local model, the sampling and the
 update run on the device: each step moves the batch of observations there in
 one copy and the sampled actions back in one; an update moves the rollout
@@ -27,6 +32,20 @@ from framework.algorithms.base import WorkerContext, learning_rate
 from framework.device import array_module, to_device, to_host
 from framework.optim.clip import grad_norm
 from framework.random import standard_normal, uniform
+
+
+def a3c_loss(model: ActorCritic, head: Any, values: Any, actions: Any, advantages: Any, targets: Any, n: int,
+             value_coef: float, entropy_coef: float) -> tuple[Any, Any, Any, Any]:
+    """(loss, policy loss, value loss, entropy) of the first n heads and values of a rollout."""
+    dist = model.distribution(head[:n])
+    log_prob = dist.log_prob(actions)
+    entropy = dist.entropy()
+    if model.continuous:
+        log_prob, entropy = log_prob.sum(axis=1), entropy.sum(axis=1)
+    policy_loss = -(log_prob * advantages).mean()
+    value_loss = ((values[:n] - targets) ** 2).mean()
+    entropy = entropy.mean()
+    return policy_loss + value_coef * value_loss - entropy_coef * entropy, policy_loss, value_loss, entropy
 
 
 def advantages(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, gamma: float,
@@ -65,6 +84,10 @@ class Worker:
         self.rewards = np.zeros((T, E), dtype=np.float32)
         self.dones = np.zeros((T, E), dtype=np.float32)
         self.state = self.state0 = self.local.initial_state(E)
+        compiled = cfg["trainer"]["compile"]
+        self.policy = framework.compile(self.local.policy) if compiled else self.local.policy
+        self.forward = framework.compile(self.local) if compiled else self.local
+        self.loss_terms = framework.compile(a3c_loss) if compiled else a3c_loss
 
     def _tensor(self, array: np.ndarray) -> Any:
         """A host array as a tensor on the worker's device: itself on the CPU, one copy to a GPU."""
@@ -75,7 +98,8 @@ class Worker:
 
         Discrete actions use the Gumbel-max trick, continuous ones mean + std * noise.
         """
-        head, self.state = self.local.policy_array(to_device(obs, self.device), self.state)
+        head, self.state = self.policy(self._tensor(obs), self.state)
+        head = head.data_array
         xp = array_module(head)
         if self.local.continuous:
             std = xp.exp(self.local.log_std.data_array)
@@ -91,7 +115,7 @@ class Worker:
 
     def _mask_state(self, done: np.ndarray) -> None:
         if self.state is not None and done.any():
-            keep = self._tensor((1.0 - done)[:, None])
+            keep = self._tensor((1.0 - done.astype(np.float32))[:, None])  # float32: the state stays float32
             self.state = (self.state[0] * keep, self.state[1] * keep)
 
     def rollout(self) -> None:
@@ -125,11 +149,11 @@ class Worker:
         """Policy heads and values for all (T+1) x E observations, with grad."""
         flat = self.obs.reshape((self.T + 1) * self.E, *self.obs.shape[2:])
         if self.local.lstm is None:
-            head, values, _ = self.local(self._tensor(flat))
+            head, values, _ = self.forward(self._tensor(flat))
             return head, values
         heads, values, state = [], [], self.state0
         for t in range(self.T + 1):
-            h, v, state = self.local(self._tensor(self.obs[t]), state)
+            h, v, state = self.forward(self._tensor(self.obs[t]), state)
             heads.append(h)
             values.append(v)
             if t < self.T:
@@ -151,16 +175,10 @@ class Worker:
         adv, targets = advantages(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
         if a["normalize_advantages"]:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        dist = self.local.distribution(head[:n])
         actions = self._tensor(self.actions.reshape(n, *self.actions.shape[2:]))
-        log_prob = dist.log_prob(actions)
-        entropy = dist.entropy()
-        if self.local.continuous:
-            log_prob, entropy = log_prob.sum(axis=1), entropy.sum(axis=1)
-        policy_loss = -(log_prob * self._tensor(adv.reshape(n))).mean()
-        value_loss = ((values[:n] - self._tensor(targets.reshape(n))) ** 2).mean()
-        entropy = entropy.mean()
-        loss = policy_loss + a["value_coef"] * value_loss - a["entropy_coef"] * entropy
+        loss, policy_loss, value_loss, entropy = self.loss_terms(
+            self.local, head, values, actions, self._tensor(adv.reshape(n)), self._tensor(targets.reshape(n)), n,
+            a["value_coef"], a["entropy_coef"])
         return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
 
     def update(self) -> None:

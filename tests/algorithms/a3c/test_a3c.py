@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import framework
-from framework import algorithms, nn, optim
+from framework import algorithms, compiler, nn, optim
 from framework.algorithms.a3c.model import ActorCritic
 from framework.algorithms.a3c.worker import Worker, advantages
 from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
@@ -19,6 +19,7 @@ def _worker(**sections):
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     config = validate(raw)
+    framework.manual_seed(0)
     model = A3C.build_model(config).share_memory()
     optimizer = A3C.build_optimizer(model, config).share_memory()
     stats = RunStats(1, A3C.metrics)
@@ -113,6 +114,24 @@ def test_an_update_changes_the_shared_parameters_and_reports(sections):
     policy_loss, value_loss, entropy, grad_norm, lr = snap.metric_sums[0] / 3
     assert value_loss > 0 and grad_norm > 0 and lr == pytest.approx(worker.opt_cfg["lr"])
     assert entropy != 0
+
+
+@pytest.mark.parametrize("sections", [{}, {"model": {"lstm": True}}, {"env": {"id": "Pendulum-v1"}}],
+                         ids=["discrete", "lstm", "continuous"])
+def test_compiled_updates_equal_eager_ones_and_stop_recompiling(sections):
+    """trainer.compile changes how fast a worker steps, not what it computes; after the first update no guard fails."""
+    shared = {}
+    for compiled in (False, True):
+        compiler.reset()
+        worker, model, _ = _worker(trainer={"compile": compiled}, **sections)
+        worker.update()
+        warm = dict(compiler.counters)
+        for _ in range(3):
+            worker.update()
+        shared[compiled] = model.arena.data.copy()
+    np.testing.assert_allclose(shared[True], shared[False], rtol=1e-5, atol=1e-6)
+    assert compiler.counters["recompiles"] == warm["recompiles"] and compiler.counters["graph_breaks"] == 0
+    assert compiler.counters["cache_hits"] > warm["cache_hits"] and compiler.counters["captures"] >= 3
 
 
 def test_local_model_syncs_from_the_shared_arena():
