@@ -6,17 +6,19 @@ on arrays (`v7 = F7(v3, v5, out=b7)`), and wraps only the outputs in Tensors.
 The Python function itself never runs again while the guards hold.
 
 Buffers. Each node whose primitive takes `out=` and whose result has at least
-BUFFER_MIN elements writes into a buffer allocated once per graph, except the
-outputs and whatever they view (those get fresh arrays, so results of one call
-are never overwritten by the next). Smaller results are allocated per call:
+BUFFER_MIN elements writes into a preallocated buffer, except the outputs and
+whatever they view (those get fresh arrays, so results of one call are never
+overwritten by the next). Smaller results are allocated per call:
 NumPy's allocator is as quick as `out=`'s argument parsing there, and 0-d
 results stay NumPy scalars, whose arithmetic is several times faster than 0-d
 arrays' (the loss's tail is all scalars). For the same reason a primitive that
 is a Python operator is written as that operator. A dynamic graph allocates
-per call (sizes change). Until a call's backward has run (or while it is
-retained), its saved buffers belong to it: the next call finds that graph node
-alive with its backward pending (a weakref and an attribute check) and takes a
-new set.
+per call (sizes change). A call takes a buffer set from the graph's pool (a new
+one when the pool is empty: a call in another thread holds it, or a pending
+backward) and gives it back when done, or, when its outputs need grad, when
+its autograd node dies, since until then its backward may read the saved
+buffers (a weakref callback). List pop and append are atomic, so calls from
+several threads never share a set.
 
 Backward. A call whose outputs need grad gets one autograd node for the whole
 graph; each output's node routes its gradient into it (a Bundle keyed by value),
@@ -44,7 +46,6 @@ import numpy as np
 
 from .. import storage
 from ..device import array_module
-from ..autograd import freed as FREED
 from ..tensor import node, wrap
 from .graph import CONSTANT, INPUT, NODE, STATE, Graph, Ref
 from .guards import Guards, check_lines, first_failure
@@ -203,7 +204,6 @@ class Entry:
 
     def __init__(self, graph: Graph, guards: Guards, dynamic: bool, fn_name: str) -> None:
         self.graph, self.guards, self.fn_name = graph, guards, fn_name
-        self.owner: Optional[Callable] = None
         grad_inputs = tuple(vid for vid, v in enumerate(graph.values)
                             if v.kind in (INPUT, STATE) and v.requires_grad)
         self.backward = Backward(graph, range(len(graph.nodes)), grad_inputs)
@@ -212,40 +212,46 @@ class Entry:
                                             and int(np.prod(graph.values[n.out].shape)) >= BUFFER_MIN]
         self._layout = [(array_module(graph.values[v].tensor._data), graph.values[v].shape, graph.values[v].dtype)
                         for v in self.buffered]
-        self.buffers = self._allocate()
+        self.pool = [self._allocate()]
+        self.leases: Dict[Any, tuple] = {}
         self.call = self._generate(grad_inputs)
 
     def _allocate(self) -> tuple:
         return tuple(xp.empty(shape, dtype) for xp, shape, dtype in self._layout)
 
-    def check_owner(self) -> None:
-        """Take a new buffer set when the last call's graph node may still run backward (its buffers are saved)."""
-        owner = self.owner()
-        if owner is not None and owner._bw is not FREED:
-            self.buffers = self._allocate()
-        self.owner = None
+    def take(self) -> tuple:
+        """A buffer set no other call uses."""
+        try:
+            return self.pool.pop()
+        except IndexError:
+            return self._allocate()
+
+    def lease(self, graph_call: Any, buffers: tuple) -> None:
+        """Give `buffers` back to the pool once `graph_call` (whose backward reads them) is gone."""
+        self.leases[weakref.ref(graph_call, self._release)] = buffers
+
+    def _release(self, ref: Any) -> None:
+        self.pool.append(self.leases.pop(ref))
 
     def _generate(self, grad_inputs: Tuple[int, ...]) -> Callable:
         graph = self.graph
         src = Source(dict(self.guards.namespace))
         src.namespace.update(MISS=MISS, W=wrap, GRAPH=graph_node, OUT=output_node, LINK=storage.link,
-                             WEAKREF=weakref.ref, E=self, BACKWARD=self.backward)
+                             E=self, BACKWARD=self.backward)
         src.lines += check_lines(self.guards)
         src.lines += constant_lines(graph, src)
         needs_node = any(graph.values[v].requires_grad and graph.values[v].kind == NODE
                          for v in _output_refs(graph.output))
         if self.buffered:
-            if needs_node:
-                src.lines.append("if E.owner is not None: E.check_owner()")
-            src.lines.append(", ".join(f"b{v}" for v in self.buffered) + ", = E.buffers")
+            src.lines.append("buffers = E.take()")
+            src.lines.append(", ".join(f"b{v}" for v in self.buffered) + ", = buffers")
         buffered = set(self.buffered)
         for n in graph.nodes:
             args = [value_source(graph, a, src) for a in n.args]
             if n.out in buffered:
                 src.lines.append(f"v{n.out} = {src.name(n.prim.forward, 'F')}({', '.join(args)}, out=b{n.out})")
             elif n.prim.infix:
-                infix = n.prim.infix if isinstance(n.prim.infix, str) else n.prim.infix(*n.args)
-                src.lines.append(f"v{n.out} = " + infix.format(*[f"({a})" for a in args]))
+                src.lines.append(f"v{n.out} = " + n.prim.infix.format(*[f"({a})" for a in args]))
             else:
                 src.lines.append(f"v{n.out} = {src.name(n.prim.forward, 'F')}({', '.join(args)})")
         if needs_node:
@@ -253,7 +259,9 @@ class Entry:
             inputs = ", ".join(_tensor_source(graph, v, src) for v in grad_inputs)
             src.lines.append(f"g = GRAPH(BACKWARD, ({saved},), ({inputs},))")
             if self.buffered:
-                src.lines.append("E.owner = WEAKREF(g)")
+                src.lines.append("E.lease(g, buffers)")
+        elif self.buffered:
+            src.lines.append("E.pool.append(buffers)")
         made: Set[int] = set()
         for vid in _output_refs(graph.output):
             value = graph.values[vid]

@@ -15,11 +15,10 @@ backward side by side), but on raw arrays rather than Tensors:
   replaced by its shape (whose entries may be symbolic sizes); the compiler's
   dynamic shapes use it, nothing else does. None where the shape depends on
   values (boolean masks): a dynamic capture then fixes the sizes it reads.
-- `infix`: for ops that are Python operators on arrays ("{0} + {1}", or a
-  function of the arguments that gives such a template), the expression the
-  compiler writes instead of a call: NumPy's operators skip the ufunc call's
-  argument parsing, and on NumPy scalars (a loss's tail) they are several times
-  faster. The same operations, so the same values.
+- `infix`: for ops that are a Python operator on arrays ("{0} + {1}"), the
+  expression the compiler writes instead of a call: NumPy's operators skip the
+  ufunc call's argument parsing, and on NumPy scalars (a loss's tail) they are
+  several times faster. The same operation, so the same values.
 
 `apply` is the eager op: it runs forward and records `partial(backward, needs,
 args, out)` as the node's backward, with all arguments (constants too) as
@@ -49,7 +48,7 @@ class Primitive:
 
     def __init__(self, name: str, forward: Callable[..., Any], backward: Optional[Callable[..., tuple]] = None, *,
                  shape: Optional[Callable[..., tuple]], out: bool = False, view: Any = False,
-                 infix: Any = None) -> None:
+                 infix: Optional[str] = None) -> None:
         self.name = name
         self.forward = forward
         self.backward = backward

@@ -208,3 +208,27 @@ def test_each_primitive_family_matches_eager_in_value_and_gradient(name):
         assert_same(compiled(x, y), fn(x, y))
         assert_same(grads_of([x, y], lambda: compiled(x, y)), expected)
     assert compiler.counters["graph_breaks"] == 0, compiler.explain(fn, x, y).break_reasons
+
+
+def test_calls_from_several_threads_never_share_buffers():
+    import threading
+    F.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())  # buffered sizes
+    compiled = F.compile(lambda x: net(x) * 2)
+    inputs = [F.randn(32, 16) for _ in range(4)]
+    with F.no_grad():
+        expected = [(net(x) * 2).numpy() for x in inputs]
+        compiled(inputs[0])
+    failures = []
+
+    def hammer(i: int) -> None:
+        with F.no_grad():
+            for _ in range(200):
+                if not np.allclose(compiled(inputs[i]).numpy(), expected[i], rtol=1e-5, atol=1e-6):
+                    failures.append(i)
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
