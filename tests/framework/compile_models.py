@@ -58,7 +58,7 @@ def grads_of(params: Sequence[Any], run: Callable[[], Any]) -> list:
         p.grad = None
     out = run()
     (out[0] if isinstance(out, (tuple, list)) else out).backward()
-    return [None if p.grad is None else p.grad.numpy().copy() for p in params]
+    return [None if p.grad is None else p.grad.cpu().numpy().copy() for p in params]
 
 
 def assert_same(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-6) -> None:
