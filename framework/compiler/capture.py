@@ -114,7 +114,7 @@ def code_kind(module_name: str, filename: str) -> str:
 # ---- the Recorder ------------------------------------------------------------------------------------------
 
 class Recorder:
-    """The tracing hook of one capture (see the module docstring); `result()` gives what it learned."""
+    """The tracing hook of one capture (see the module docstring): `run()` fills `graph`, `guards` and `env`."""
 
     def __init__(self, fn: Callable, owner: Optional[Module], dynamic: bool, fullgraph: bool) -> None:
         self.fn, self.owner, self.dynamic, self.fullgraph = fn, owner, dynamic, fullgraph

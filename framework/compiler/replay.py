@@ -38,6 +38,7 @@ needs a device.
 """
 from __future__ import annotations
 
+import math
 import weakref
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
@@ -89,7 +90,7 @@ class Source:
 
     def constant(self, value: Any) -> str:
         """Source for a node's constant argument: a literal, a symbolic expression, or a name."""
-        if value is None or value.__class__ in (bool, int, float, str):
+        if value is None or value.__class__ in (bool, int, str) or (value.__class__ is float and math.isfinite(value)):
             return repr(value)
         if isinstance(value, Sym):
             return value.expr

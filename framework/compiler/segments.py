@@ -71,11 +71,10 @@ class SegmentedEntry:
         replayer.bind_inputs(args, kwargs)
         previous, HOOK.current = HOOK.current, replayer
         try:
-            result = self.fn(*args, **kwargs)
+            return self.fn(*args, **kwargs)
         finally:
             HOOK.current = previous
-        replayer.finish()
-        return result
+            replayer.finish()  # even when the function raised: its tensors' autograd node must be complete
 
     def backward(self, lo: int, hi: int) -> Tuple[Backward, Tuple[int, ...]]:
         """The backward of nodes lo..hi-1 and the outside values it returns gradients for."""
