@@ -135,7 +135,7 @@ def _matmul(x: Any, y: Any, out: Any = None) -> Any:
     """x @ y; `dot` for 1-D and 2-D operands (the same product, with less overhead in NumPy, and without
     matmul's slow path for an inner size of 1: a (32, 1) @ (1, 128) takes 9x longer)."""
     if x.ndim <= 2 and y.ndim <= 2:
-        return array_module(x).dot(x, y, out)
+        return (np if isinstance(x, np.ndarray) else array_module(x)).dot(x, y, out)
     return x @ y if out is None else np.matmul(x, y, out=out)
 
 
