@@ -12,6 +12,12 @@ recompiles while an unrelated module being built does not. For the compiled
 function's globals and closure cells (and those of the user functions it
 called): scalar values and object identities.
 
+What is not guarded, because a trace that runs Python rather than reading its
+bytecode cannot see where a value came from: attributes of plain objects (not
+modules) and closure cells of the functions the call reaches; such values are
+baked into the graph, so pass what changes as an argument. Likewise a list
+attribute changed in place (rather than assigned) goes unnoticed.
+
 Each guard is a Clause: setup statements, a condition, a readable description
 ("x: shape (4, 3)") and how to show the actual value. replay.py compiles the
 clauses into the front of the replay function, so a call that passes them all
