@@ -353,15 +353,13 @@ class Recorder:
             if kind == USER and frame.f_code not in self.user_codes:
                 self.user_codes.add(frame.f_code)
                 self._guard_globals(frame.f_code, frame.f_globals)
+            if frame.f_code.co_name in _CONSTANT_MAKERS and frame.f_globals.get("__name__") == "framework.creation" \
+                    and all(is_plain(v) or isinstance(v, (np.dtype, type)) for v in frame.f_locals.values()):
+                self.making.add(frame)  # from Python numbers and shapes alone (an LSTM's zero state, say)
             caller = frame.f_back
-            if caller is None or self.kind(caller) != USER:
-                return
-            if kind == LIBRARY:
+            if kind == LIBRARY and caller is not None and self.kind(caller) == USER:
                 name = frame.f_globals.get("__name__", "?")
                 self.break_(f"a call into non-framework code: {name}.{frame.f_code.co_qualname}", late=True)
-            elif frame.f_code.co_name in _CONSTANT_MAKERS and frame.f_globals.get("__name__") == "framework.creation" \
-                    and all(is_plain(v) or isinstance(v, (np.dtype, type)) for v in frame.f_locals.values()):
-                self.making.add(frame)
         elif event == "return" and frame in self.making:
             self.making.discard(frame)
             if isinstance(arg, Tensor):
