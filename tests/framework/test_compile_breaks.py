@@ -121,6 +121,8 @@ def test_tensors_from_python_numbers_are_constants_but_random_ones_break():
     def with_constant(x):
         return x * F.tensor([1.0, 2.0, 3.0]) + F.zeros(3)
     assert compiler.explain(with_constant, F.ones(3)).graph_break_count == 0
+    cell = nn.LSTMCell(3, 4)  # builds its zero state with framework.zeros
+    assert compiler.explain(lambda x: cell(x)[0], F.ones(2, 3)).graph_break_count == 0
 
     def with_noise(x):
         return x + F.randn(3)
