@@ -16,7 +16,7 @@ import numpy as np
 from .device import array_module
 
 
-def freed(grad: Any) -> tuple:
+def _freed(grad: Any) -> tuple:
     raise RuntimeError(
         "Trying to backward through the graph a second time (or directly access saved tensors after they "
         "have already been freed). Saved intermediate values of the graph are freed when you call .backward(). "
@@ -73,5 +73,5 @@ def backward(root: Any, gradient: Optional[Any] = None, retain_graph: bool = Fal
             else:
                 grads[parent] = prev + pgrad
         if not retain_graph:
-            node._bw = freed
+            node._bw = _freed
             node._prev = ()
