@@ -6,7 +6,8 @@ framework.reducers). The training CLI lives in framework.cli (the `train` and
 `evaluate` entry points) and is not imported here.
 """
 from . import reducers  # noqa: F401  (registers the ForkingPickler reducers)
-from . import distributions, nn, optim
+from . import compiler, distributions, nn, optim
+from .compiler import compile
 from .creation import (arange, as_tensor, empty, from_numpy, full, ones, ones_like, rand, randint, randn, tensor,
                        zeros, zeros_like)
 from .dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8
@@ -25,5 +26,6 @@ __all__ = [
     "uint8", "bool_", "abs", "add", "argmax", "argmin", "cat", "chunk", "clamp", "clone", "conv2d", "div", "elu",
     "exp", "flatten", "gather", "linear", "log", "log_softmax", "logsumexp", "matmul", "max", "max_pool2d", "mean",
     "min", "mul", "neg", "permute", "pow", "relu", "reshape", "sigmoid", "softmax", "softplus", "sqrt", "squeeze",
-    "stack", "sub", "sum", "tanh", "transpose", "unsqueeze", "where", "nn", "optim", "distributions",
+    "stack", "sub", "sum", "tanh", "transpose", "unsqueeze", "where", "nn", "optim", "distributions", "compile",
+    "compiler",
 ]

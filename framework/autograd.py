@@ -30,7 +30,9 @@ def _seed(root: Any, gradient: Any) -> Any:
         if data.size != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs; this output has "
                                f"shape {tuple(data.shape)}, so pass gradient= of that shape")
-        return array_module(data).ones(data.shape, data.dtype)
+        seed = array_module(data).empty(data.shape, data.dtype)
+        seed.fill(1)
+        return seed
     grad = getattr(gradient, "_data", gradient)
     if not hasattr(grad, "shape"):
         grad = np.asarray(grad, dtype=data.dtype)

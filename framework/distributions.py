@@ -14,12 +14,125 @@ import numpy as np
 
 from . import random
 from .device import array_module
-from .grad_mode import MODE
 from .ops import pointwise, reduction
 from .ops._util import tensor_arg, unbroadcast
-from .tensor import Tensor, node, wrap
+from .ops.primitive import Primitive, apply, broadcast_shape
+from .tensor import Tensor, wrap
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _check_values(index: Any, k: int) -> None:
+    """ValueError unless every value is an integer in [0, k)."""
+    if not index.size:
+        return
+    if isinstance(index, np.ndarray):  # the ufunc reductions skip min()/max()'s Python wrappers
+        low, high = np.minimum.reduce(index, None), np.maximum.reduce(index, None)
+    else:
+        low, high = index.min(), index.max()
+    if low < 0 or high >= k or (index.dtype.kind == "f" and bool((index % 1 != 0).any())):
+        raise ValueError(f"Categorical.log_prob: values must be integers in [0, {k}), got values from {low} to "
+                         f"{high}")
+
+
+def _categorical_log_prob_forward(logp: Any, index: Any) -> Any:
+    """log P(index) from normalised log-probabilities (last axis K), broadcasting index with the batch shape."""
+    xp = array_module(logp)
+    index = xp.asarray(index)
+    k = logp.shape[-1]
+    _check_values(index, k)
+    if logp.ndim == 2 and index.shape == logp.shape[:1] and index.dtype.kind in "iu":  # one row per sample
+        return logp[xp.arange(index.shape[0]), index]
+    table, index, shape = _broadcast_table(logp, index)
+    return table.reshape(-1, k)[xp.arange(index.size), index.reshape(-1).astype(np.int64, copy=False)].reshape(shape)
+
+
+def _broadcast_table(logp: Any, index: Any) -> tuple:
+    """(log-probabilities and index broadcast to one batch shape, that shape)."""
+    batch = logp.shape[:-1]
+    if index.shape == batch:
+        return logp, index, batch
+    try:
+        shape = tuple(np.broadcast_shapes(index.shape, batch))
+    except ValueError:
+        raise ValueError(f"Categorical.log_prob: value shape {tuple(index.shape)} does not broadcast with "
+                         f"the batch shape {tuple(batch)}") from None
+    xp = array_module(logp)
+    return xp.broadcast_to(logp, shape + logp.shape[-1:]), xp.broadcast_to(index, shape), shape
+
+
+def _categorical_log_prob_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    logp, index = args
+    xp = array_module(g)
+    index = xp.asarray(index)
+    k = logp.shape[-1]
+    if logp.ndim == 2 and index.shape == logp.shape[:1] and index.dtype.kind in "iu":  # one row per sample
+        full = xp.zeros(logp.shape, g.dtype)
+        full[xp.arange(index.shape[0]), index] = g
+        return full, None
+    _, index, shape = _broadcast_table(logp, index)
+    full = xp.zeros((index.size, k), g.dtype)
+    full[xp.arange(index.size), index.reshape(-1).astype(np.int64, copy=False)] = g.reshape(-1)
+    return unbroadcast(full.reshape(shape + (k,)), logp.shape), None
+
+
+_LOWEST: dict = {}
+
+
+def _clamped(logp: Any) -> Any:
+    """Log-probabilities with -inf raised to the lowest finite value, so 0 * log 0 counts as 0."""
+    lowest = _LOWEST.get(logp.dtype)
+    if lowest is None:
+        lowest = _LOWEST[logp.dtype] = np.finfo(logp.dtype).min
+    return np.maximum(logp, lowest)
+
+
+def _categorical_entropy_forward(logp: Any) -> Any:
+    """-sum(p log p) over the last axis."""
+    clamped = _clamped(logp)
+    terms = np.exp(clamped)
+    terms *= clamped
+    total = np.add.reduce(terms, -1) if isinstance(terms, np.ndarray) else terms.sum(axis=-1)
+    return -total
+
+
+def _categorical_entropy_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    clamped = _clamped(args[0])
+    return (g[..., None] * (-np.exp(clamped) * (clamped + 1)),)
+
+
+def _normal_log_prob_forward(x: Any, mu: Any, sigma: Any) -> Any:
+    z = (x - mu) / sigma
+    return -0.5 * (z * z) - np.log(sigma) - _HALF_LOG_2PI
+
+
+def _normal_log_prob_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    x, mu, sigma = args
+    z = (x - mu) / sigma
+    dz = g * z / sigma
+    grads = (-dz, dz, g * (z * z - 1) / sigma)
+    return tuple(unbroadcast(d, a.shape) if need else None for d, a, need in zip(grads, args, needs))
+
+
+def _normal_entropy_forward(sigma: Any, batch_shape: tuple) -> Any:
+    """0.5 + 0.5 log(2 pi) + log(sigma), broadcast to the batch shape."""
+    xp = array_module(sigma)
+    return xp.broadcast_to(xp.log(sigma) + (0.5 + _HALF_LOG_2PI), batch_shape).copy()
+
+
+def _normal_entropy_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    sigma = args[0]
+    return unbroadcast(g / sigma, sigma.shape), None
+
+
+CATEGORICAL_LOG_PROB = Primitive("categorical_log_prob", _categorical_log_prob_forward, _categorical_log_prob_backward,
+                                 shape=lambda logp, index: broadcast_shape(index, logp[:-1]))
+CATEGORICAL_ENTROPY = Primitive("categorical_entropy", _categorical_entropy_forward, _categorical_entropy_backward,
+                                shape=lambda logp: logp[:-1])
+NORMAL_LOG_PROB = Primitive("normal_log_prob", _normal_log_prob_forward, _normal_log_prob_backward,
+                            shape=broadcast_shape)
+NORMAL_ENTROPY = Primitive("normal_entropy", _normal_entropy_forward, _normal_entropy_backward,
+                           shape=lambda sigma, batch_shape: batch_shape)
 
 
 def _shape(sample_shape: Any) -> tuple:
@@ -90,58 +203,11 @@ class Categorical:
 
     def log_prob(self, value: Any) -> Tensor:
         """log P(value) for integer `value` broadcastable with batch_shape."""
-        logp = self.logits
-        data = logp._data
-        xp = array_module(data)
-        index = value._data if isinstance(value, Tensor) else xp.asarray(value)
-        k = data.shape[-1]
-        if index.size:
-            if isinstance(index, np.ndarray):  # the ufunc reductions skip min()/max()'s Python wrappers
-                low, high = np.minimum.reduce(index, axis=None), np.maximum.reduce(index, axis=None)
-            else:
-                low, high = index.min(), index.max()
-            if low < 0 or high >= k or (index.dtype.kind == "f" and bool((index % 1 != 0).any())):
-                raise ValueError(f"Categorical.log_prob: values must be integers in [0, {k}), got values from "
-                                 f"{low} to {high}")
-        batch = data.shape[:-1]
-        if index.shape == batch:
-            shape = batch
-            table = data
-        else:
-            try:
-                shape = tuple(np.broadcast_shapes(index.shape, batch))
-            except ValueError:
-                raise ValueError(f"Categorical.log_prob: value shape {tuple(index.shape)} does not broadcast with "
-                                 f"the batch shape {tuple(batch)}") from None
-            table = xp.broadcast_to(data, shape + (k,))
-            index = xp.broadcast_to(index, shape)
-        rows = xp.arange(index.size)
-        flat_index = index.reshape(-1).astype(np.int64, copy=False)
-        out = table.reshape(-1, k)[rows, flat_index].reshape(shape)
-        if not (logp._rg and MODE.enabled):
-            return wrap(out)
-        source_shape = data.shape
-
-        def log_prob_backward(g: Any) -> tuple:
-            full = xp.zeros((index.size, k), g.dtype)
-            full[rows, flat_index] = g.reshape(-1)
-            return (unbroadcast(full.reshape(shape + (k,)), source_shape),)
-        return node(out, log_prob_backward, (logp,))
+        return apply(CATEGORICAL_LOG_PROB, self.logits, tensor_arg(value))
 
     def entropy(self) -> Tensor:
         """-sum(p log p) over the last axis, shape batch_shape."""
-        logp = self.logits
-        data = logp._data
-        xp = array_module(data)
-        clamped = xp.maximum(data, np.finfo(data.dtype).min)
-        p = xp.exp(clamped)
-        out = -(p * clamped).sum(axis=-1)
-        if not (logp._rg and MODE.enabled):
-            return wrap(out)
-
-        def entropy_backward(g: Any) -> tuple:
-            return (g[..., None] * (-p * (clamped + 1)),)
-        return node(out, entropy_backward, (logp,))
+        return apply(CATEGORICAL_ENTROPY, self.logits)
 
     def __repr__(self) -> str:
         return f"Categorical(logits: {tuple(self.logits.shape)})"
@@ -192,35 +258,11 @@ class Normal:
 
     def log_prob(self, value: Any) -> Tensor:
         """log density at `value` (broadcast with the batch shape)."""
-        value = tensor_arg(value)
-        x, mu, sigma = value._data, self.loc._data, self.scale._data
-        z = (x - mu) / sigma
-        log_sigma = array_module(sigma).log(sigma)
-        out = -0.5 * (z * z) - log_sigma - _HALF_LOG_2PI
-        inputs = (value, self.loc, self.scale)
-        if not (MODE.enabled and any(t._rg for t in inputs)):
-            return wrap(out)
-        shapes = [t._data.shape for t in inputs]
-        flags = [t._rg for t in inputs]
-
-        def log_prob_backward(g: Any) -> tuple:
-            dz = g * z / sigma
-            grads = (-dz, dz, g * (z * z - 1) / sigma)
-            return tuple(unbroadcast(d, s) if f else None for d, s, f in zip(grads, shapes, flags))
-        return node(out, log_prob_backward, inputs)
+        return apply(NORMAL_LOG_PROB, tensor_arg(value), self.loc, self.scale)
 
     def entropy(self) -> Tensor:
         """0.5 + 0.5 log(2 pi) + log(scale), shape batch_shape."""
-        sigma = self.scale._data
-        xp = array_module(sigma)
-        out = xp.broadcast_to(xp.log(sigma) + (0.5 + _HALF_LOG_2PI), self.batch_shape).copy()
-        if not (self.scale._rg and MODE.enabled):
-            return wrap(out)
-        shape = sigma.shape
-
-        def entropy_backward(g: Any) -> tuple:
-            return (unbroadcast(g / sigma, shape),)
-        return node(out, entropy_backward, (self.scale,))
+        return apply(NORMAL_ENTROPY, self.scale, broadcast_shape(self.loc.shape, self.scale.shape))
 
     def __repr__(self) -> str:
         return f"Normal(loc: {tuple(self.loc.shape)}, scale: {tuple(self.scale.shape)})"

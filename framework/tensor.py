@@ -14,6 +14,7 @@ silently changes the gradients computed from it.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -23,6 +24,7 @@ from .autograd import backward as _run_backward
 from .device import array_module, device_of, parse_device, to_device
 from .dtypes import default_dtype_for, is_floating, resolve_dtype
 from .grad_mode import MODE
+from .tracing import HOOK, escape
 
 _new = object.__new__
 _next_seq = itertools.count().__next__  # creation order of recorded results (see autograd)
@@ -71,6 +73,7 @@ class Tensor:
     @property
     def data_array(self) -> Any:
         """The NumPy (or CuPy) array this tensor views: no copy, no autograd."""
+        escape(self, ".data_array")
         return self._data
 
     @property
@@ -90,7 +93,9 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
-        return self._data.shape
+        """The sizes; under a dynamic capture (framework.compile) some may be symbolic."""
+        hook = HOOK.current
+        return self._data.shape if hook is None else hook.shape(self)
 
     @property
     def dtype(self) -> np.dtype:
@@ -113,11 +118,12 @@ class Tensor:
         return self._data.ndim
 
     def numel(self) -> int:
-        return int(self._data.size)
+        return int(self._data.size) if HOOK.current is None else int(math.prod(self.shape))
 
     def size(self, dim: Optional[int] = None) -> Any:
         """The shape, or its length along `dim`."""
-        return self._data.shape if dim is None else self._data.shape[dim]
+        shape = self.shape
+        return shape if dim is None else shape[dim]
 
     @property
     def requires_grad(self) -> bool:
@@ -178,6 +184,7 @@ class Tensor:
         if not isinstance(self._data, np.ndarray):
             raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy "
                             f"the tensor to host memory first.")
+        escape(self, ".numpy()")
         return self._data
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -190,26 +197,29 @@ class Tensor:
         """The value of a one-element tensor as a Python number."""
         if self._data.size != 1:
             raise ValueError(f"only one element tensors can be converted to Python scalars; this one has shape "
-                             f"{tuple(self.shape)}")
+                             f"{tuple(self._data.shape)}")
+        escape(self, ".item()")
         return self._data.item()
 
     def tolist(self) -> Any:
+        escape(self, ".tolist()")
         return to_device(self._data, "cpu").tolist()
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self._data.shape[0]
+        return int(self.shape[0])  # int(): a symbolic size gets fixed (and guarded) by a dynamic capture
 
     def __iter__(self) -> Iterator["Tensor"]:
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        return (self[i] for i in range(len(self)))
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous (shape "
-                               f"{tuple(self.shape)})")
+                               f"{tuple(self._data.shape)})")
+        escape(self, "bool()")
         return bool(self._data.item())
 
     def __float__(self) -> float:
@@ -225,6 +235,7 @@ class Tensor:
         return int(self.item())
 
     def __repr__(self) -> str:
+        escape(self, "repr()")
         host = to_device(self._data, "cpu")
         body = np.array2string(host, separator=", ", precision=4, prefix="tensor(")
         extras = []
@@ -232,17 +243,12 @@ class Tensor:
             extras.append(f"device='{self.device}'")
         if host.dtype not in (np.float32, np.int64, np.bool_) or host.size == 0:
             extras.append(f"dtype={host.dtype}")
-        if self._bw is not None:
-            extras.append(f"grad_fn=<{getattr(self._bw, '__name__', 'backward')}>")
+        if self._bw is not None:  # a primitive's backward is a partial of its function (see ops.primitive)
+            name = getattr(getattr(self._bw, "func", self._bw), "__name__", "backward").lstrip("_")
+            extras.append(f"grad_fn=<{name}>")
         elif self._rg:
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body, *extras]) + ")"
-
-    def detach(self) -> "Tensor":
-        """A leaf sharing this tensor's storage, cut from the graph."""
-        out = wrap(self._data)
-        storage.link(self, out)
-        return out
 
     def to(self, *args: Any, dtype: Any = None, device: Any = None, copy: bool = False) -> "Tensor":
         """This tensor on another device and/or dtype (itself when nothing changes); differentiable.
@@ -268,6 +274,8 @@ class Tensor:
         source_device, source_dtype = self.device, self._data.dtype
         if target_device == source_device and target_dtype == source_dtype and not copy:
             return self
+        if target_device == source_device and not copy:
+            return self._cast(target_dtype)  # ops' cast primitive (installed by framework.ops)
         moved = self._data
         if target_device != source_device:
             moved = to_device(moved, target_device)
@@ -305,10 +313,12 @@ class Tensor:
     # ---- autograd ----------------------------------------------------------------------------
     def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the `.grad` of the leaves it depends on."""
+        escape(self, ".backward()")
         _run_backward(self, gradient, retain_graph)
 
     # ---- in-place updates (not recorded by autograd) -----------------------------------------
     def _check_inplace(self, other: Any = None) -> None:
+        escape(self, "an in-place update")
         if MODE.enabled and (self._rg or (isinstance(other, Tensor) and other._rg)):
             if self._rg and self._bw is None:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation; "

@@ -1,9 +1,6 @@
 """Activation layers wrapping the element-wise functions (no parameters)."""
 from __future__ import annotations
 
-from typing import Any
-
-from ..device import array_module
 from ..ops import pointwise, reduction
 from ..tensor import Tensor
 from .module import Module
@@ -15,18 +12,12 @@ class ReLU(Module):
     def forward(self, input: Tensor) -> Tensor:
         return pointwise.relu(input)
 
-    def forward_array(self, x: Any) -> Any:
-        return array_module(x).maximum(x, 0)
-
 
 class Tanh(Module):
     """tanh(x)."""
 
     def forward(self, input: Tensor) -> Tensor:
         return pointwise.tanh(input)
-
-    def forward_array(self, x: Any) -> Any:
-        return array_module(x).tanh(x)
 
 
 class Sigmoid(Module):

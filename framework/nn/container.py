@@ -24,11 +24,6 @@ class Sequential(Module):
             input = module.forward(input)
         return input
 
-    def forward_array(self, x: Any) -> Any:
-        for module in self._modules.values():
-            x = module.forward_array(x)
-        return x
-
     def __getitem__(self, index: Union[int, slice]) -> Any:
         items = list(self._modules.items())
         if isinstance(index, slice):

@@ -1,8 +1,6 @@
 """Flatten: merge axes start_dim..end_dim (by default all but the batch axis)."""
 from __future__ import annotations
 
-from typing import Any
-
 from ..ops.shape import flatten
 from ..tensor import Tensor
 from .module import Module
@@ -17,10 +15,6 @@ class Flatten(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return flatten(input, self.start_dim, self.end_dim)
-
-    def forward_array(self, x: Any) -> Any:
-        start, end = self.start_dim % x.ndim, self.end_dim % x.ndim
-        return x.reshape(*x.shape[:start], -1, *x.shape[end + 1:])
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

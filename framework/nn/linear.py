@@ -40,12 +40,6 @@ class Linear(Module):
     def forward(self, input: Tensor) -> Tensor:
         return linear(input, self.weight, self.bias)
 
-    def forward_array(self, x: Any) -> Any:
-        y = x @ self.weight.data_array.T
-        if self.bias is not None:
-            y += self.bias.data_array
-        return y
-
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
@@ -55,6 +49,3 @@ class Identity(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return input
-
-    def forward_array(self, x: Any) -> Any:
-        return x

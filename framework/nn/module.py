@@ -14,9 +14,20 @@ import numpy as np
 from ..device import array_module, parse_device, to_device
 from ..dtypes import resolve_dtype
 from ..grad_mode import no_grad
-from ..tensor import Tensor, wrap
+from ..tensor import Tensor
+from ..tracing import HOOK
 from .arena import ParameterArena
 from .parameter import Parameter
+
+
+class Version:
+    """How many times any Module's attributes were assigned or deleted (parameters, submodules, flags).
+
+    framework.compile guards a graph on the modules it read with one comparison
+    of this count, and compares the modules themselves only after it moved.
+    """
+
+    count = 0
 
 
 class IncompatibleKeys(NamedTuple):
@@ -43,18 +54,10 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        hook = HOOK.current
+        if hook is not None:
+            hook.module_call(self)
         return self.forward(*args, **kwargs)
-
-    def forward_array(self, x: Any) -> Any:
-        """forward without autograd on a raw array (NumPy or CuPy), returning an array: for acting and inference.
-
-        This default runs `forward` under no_grad, so every layer has one; the
-        layers on an MLP's hot path (Linear, activations, Flatten, Sequential)
-        override it with their raw array arithmetic, skipping the per-op Tensor
-        work. A layer that overrides `forward` alone can never be skipped.
-        """
-        with no_grad():
-            return self.forward(wrap(x)).data_array
 
     # ---- registration ---------------------------------------------------------------------------
     def _registries(self) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
@@ -65,6 +68,7 @@ class Module:
                                  f"(call super().__init__() first in {type(self).__name__}.__init__)") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
+        Version.count += 1
         if isinstance(value, (Parameter, Module)) or name in self.__dict__.get("_parameters", ()) \
                 or name in self.__dict__.get("_buffers", ()) or name in self.__dict__.get("_modules", ()):
             params, buffers, modules = self._registries()
@@ -94,6 +98,7 @@ class Module:
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
+        Version.count += 1
         for registry in ("_parameters", "_buffers", "_modules"):
             self.__dict__[registry].pop(name, None)
         self.__dict__["_non_persistent"].discard(name)
@@ -105,6 +110,7 @@ class Module:
             raise TypeError(f"cannot assign {type(param).__name__} as parameter '{name}' (framework.nn.Parameter "
                             f"or None expected)")
         self._check_name(name, "_parameters")
+        Version.count += 1
         self._registries()[0][name] = param
         object.__setattr__(self, name, param)
 
@@ -113,6 +119,7 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign {type(tensor).__name__} as buffer '{name}' (Tensor or None expected)")
         self._check_name(name, "_buffers")
+        Version.count += 1
         self._registries()[1][name] = tensor
         if persistent:
             self._non_persistent.discard(name)
@@ -125,6 +132,7 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_name(name, "_modules")
+        Version.count += 1
         self._registries()[2][name] = module
         object.__setattr__(self, name, module)
 
@@ -258,6 +266,7 @@ class Module:
             raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
         for module in self.modules():
             object.__setattr__(module, "training", mode)
+        Version.count += 1
         return self
 
     def eval(self) -> "Module":

@@ -1,11 +1,9 @@
 """The differentiable operations on tensors, and their installation as Tensor operators and methods."""
 from __future__ import annotations
 
-from typing import Any
-
-from ..tensor import Tensor, wrap
+from ..tensor import Tensor
 from . import arithmetic, pointwise, reduction, shape
-from ._util import operands
+from ._util import cast
 from .arithmetic import add, div, linear, matmul, mul, neg, pow, sub
 from .conv import conv2d, max_pool2d
 from .pointwise import abs, clamp, clone, elu, exp, log, relu, sigmoid, softplus, sqrt, tanh, where
@@ -16,14 +14,6 @@ __all__ = ["add", "sub", "mul", "div", "pow", "neg", "matmul", "linear", "conv2d
            "clone", "elu", "exp", "log", "relu", "sigmoid", "softplus", "sqrt", "tanh", "where", "argmax", "argmin",
            "log_softmax", "logsumexp", "max", "mean", "min", "softmax", "sum", "cat", "chunk", "flatten", "gather",
            "permute", "reshape", "squeeze", "stack", "transpose", "unsqueeze"]
-
-
-def _compare(name: str) -> Any:
-    def compare(self: Tensor, other: Any) -> Tensor:
-        x, y = operands(self, other)
-        return wrap(getattr(x, name)(y))
-    compare.__name__ = name
-    return compare
 
 
 def _install() -> None:
@@ -45,10 +35,10 @@ def _install() -> None:
         "softmax": reduction.softmax, "log_softmax": reduction.log_softmax,
         "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "permute": shape.permute,
         "transpose": shape.transpose, "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze,
-        "gather": shape.gather, "chunk": shape.chunk,
+        "gather": shape.gather, "chunk": shape.chunk, "detach": shape.detach, "_cast": cast,
     }
-    for name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
-        methods[name] = _compare(name)
+    for name in pointwise.COMPARE:
+        methods[name] = pointwise.compare(name)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.T = property(shape.t, doc="All axes reversed (a view): the matrix transpose for 2-D tensors.")

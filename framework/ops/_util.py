@@ -1,4 +1,5 @@
-"""Helpers shared by the op modules: operand coercion, axis normalisation and broadcast reduction."""
+"""Helpers shared by the op modules: operand promotion (and the cast primitive it records), axis normalisation and
+broadcast reduction."""
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence, Tuple
@@ -8,32 +9,48 @@ import numpy as np
 from ..device import array_module
 from ..dtypes import DEFAULT_FLOAT
 from ..tensor import Tensor, as_array, wrap
+from .primitive import Primitive, apply, same_shape
 
 
-def operands(a: Tensor, b: Any) -> Tuple[Any, Any]:
-    """The arrays (or Python scalars) a binary op combines, with torch's promotion between kinds.
+def _cast_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return g.astype(args[0].dtype, copy=False), None
+
+
+def _cast_forward(x: Any, dtype: Any) -> Any:
+    return x.astype(dtype)
+
+
+CAST = Primitive("cast", _cast_forward, _cast_backward, shape=same_shape)
+CONVERT = Primitive("convert", _cast_forward, shape=same_shape)  # to a non-floating dtype: no gradient
+
+
+def cast(x: Tensor, dtype: Any) -> Tensor:
+    """`x` converted to `dtype`; differentiable between floating dtypes."""
+    return apply(CAST if dtype.kind == "f" else CONVERT, x, dtype)
+
+
+def promote(a: Tensor, b: Any) -> Tuple[Tensor, Any]:
+    """The operands a binary op combines: tensors, or a Python number for `b`, with torch's promotion.
 
     NumPy would make float32 <op> int64 a float64; torch keeps the floating
     operand's dtype (and an integer tensor <op> a Python float is float32).
+    The casts are ops, so a capture records them.
     """
-    x = a._data
-    if isinstance(b, Tensor):
-        y = b._data
-    else:
+    if not isinstance(b, Tensor):
         if isinstance(b, np.generic):
             b = b.item()  # NumPy scalars count as Python numbers, as in torch
         if isinstance(b, (int, float)):
-            if isinstance(b, float) and x.dtype.kind != "f":
-                x = x.astype(DEFAULT_FLOAT)
-            return x, b
-        y = as_array(b)
-    xd, yd = x.dtype, y.dtype
+            if isinstance(b, float) and a._data.dtype.kind != "f":
+                a = cast(a, DEFAULT_FLOAT)
+            return a, b
+        b = wrap(as_array(b))
+    xd, yd = a._data.dtype, b._data.dtype
     if xd is not yd and xd != yd:
         if xd.kind == "f" and yd.kind != "f":
-            y = y.astype(xd)
+            b = cast(b, xd)
         elif yd.kind == "f" and xd.kind != "f":
-            x = x.astype(yd)
-    return x, y
+            a = cast(a, yd)
+    return a, b
 
 
 def tensor_arg(value: Any) -> Tensor:

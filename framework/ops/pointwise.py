@@ -1,164 +1,202 @@
-"""Element-wise functions and their derivatives: exp, log, sqrt, abs, tanh, sigmoid, relu, elu, softplus, clamp, where."""
+"""Element-wise functions and their derivatives: exp, log, sqrt, abs, tanh, sigmoid, relu, elu, softplus, clamp,
+where, clone and the comparisons; each a Primitive (see ops.primitive)."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Optional
 
 import numpy as np
 
 from ..device import array_module
-from ..grad_mode import MODE
-from ..tensor import Tensor, node, wrap
-from ._util import operands, shape_of, tensor_arg, unbroadcast
+from ..tensor import Tensor
+from ._util import promote, shape_of, tensor_arg, unbroadcast
+from .primitive import Primitive, apply, broadcast_shape, same_shape
 
 
-def _record(x: Tensor) -> bool:
-    return x._rg and MODE.enabled
+def _exp_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g * out,)
+
+
+def _log_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g / args[0],)
+
+
+def _sqrt_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g / (2 * out),)
+
+
+def _abs_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g * np.sign(args[0]),)  # 0 at 0, as torch
+
+
+def _tanh_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g * (1 - out * out),)
+
+
+def _sigmoid_forward(x: Any, out: Any = None) -> Any:
+    """1 / (1 + e ** -x) without overflow: exp(-log(1 + e ** -x))."""
+    return np.exp(-np.logaddexp(0, -x), out=out)
+
+
+def _sigmoid_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g * out * (1 - out),)
+
+
+def _relu_forward(x: Any, out: Any = None) -> Any:
+    return np.maximum(x, 0, out=out)
+
+
+def _relu_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g * (args[0] > 0),)  # 0 at 0, as torch
+
+
+def _elu_forward(x: Any, alpha: float) -> Any:
+    return array_module(x).where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def _elu_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    x, alpha = args
+    return g * array_module(x).where(x > 0, 1, out + alpha), None
+
+
+def _softplus_forward(x: Any, beta: float, threshold: float) -> Any:
+    scaled = x * beta
+    return array_module(x).where(scaled > threshold, x, np.logaddexp(0, scaled) / beta)
+
+
+def _softplus_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    x, beta, threshold = args
+    scaled = x * beta
+    return g * array_module(x).where(scaled > threshold, 1, np.exp(-np.logaddexp(0, -scaled))), None, None
+
+
+def _clamp_forward(x: Any, low: Optional[float], high: Optional[float], out: Any = None) -> Any:
+    return array_module(x).clip(x, low, high, out=out)
+
+
+def _clamp_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    x, low, high = args
+    inside: Any = True  # gradient 1 inside the closed interval
+    if low is not None:
+        inside = x >= low
+    if high is not None:
+        inside = inside & (x <= high)
+    return g * inside, None, None
+
+
+def _where_forward(cond: Any, x: Any, y: Any) -> Any:
+    return array_module(cond).where(cond, x, y)
+
+
+def _where_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    cond, x, y = args
+    xp = array_module(g)
+    zero = xp.zeros((), g.dtype)
+    return (None, unbroadcast(xp.where(cond, g, zero), shape_of(x)) if needs[1] else None,
+            unbroadcast(xp.where(cond, zero, g), shape_of(y)) if needs[2] else None)
+
+
+def _clone_forward(x: Any, out: Any = None) -> Any:
+    if out is None:
+        return x.copy()
+    out[...] = x
+    return out
+
+
+def _clone_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
+    return (g,)
+
+
+_unary = partial(Primitive, shape=same_shape, out=True)
+EXP = _unary("exp", np.exp, _exp_backward)
+LOG = _unary("log", np.log, _log_backward)
+SQRT = _unary("sqrt", np.sqrt, _sqrt_backward)
+ABS = _unary("abs", np.abs, _abs_backward)
+TANH = _unary("tanh", np.tanh, _tanh_backward)
+SIGMOID = _unary("sigmoid", _sigmoid_forward, _sigmoid_backward)
+RELU = _unary("relu", _relu_forward, _relu_backward)
+CLAMP = _unary("clamp", _clamp_forward, _clamp_backward)
+CLONE = _unary("clone", _clone_forward, _clone_backward)
+ELU = Primitive("elu", _elu_forward, _elu_backward, shape=same_shape)
+SOFTPLUS = Primitive("softplus", _softplus_forward, _softplus_backward, shape=same_shape)
+WHERE = Primitive("where", _where_forward, _where_backward, shape=broadcast_shape)
+COMPARE = {name: Primitive(name.strip("_"), ufunc, shape=broadcast_shape, out=True, infix=f"{{0}} {symbol} {{1}}")
+           for name, ufunc, symbol in (("__lt__", np.less, "<"), ("__le__", np.less_equal, "<="),
+                                       ("__gt__", np.greater, ">"), ("__ge__", np.greater_equal, ">="),
+                                       ("__eq__", np.equal, "=="), ("__ne__", np.not_equal, "!="))}
+"""The comparison operators: bool results, no gradient."""
 
 
 def exp(x: Tensor) -> Tensor:
     """e ** x."""
-    out = np.exp(x._data)
-    if _record(x):
-        def exp_backward(g: Any) -> tuple:
-            return (g * out,)
-        return node(out, exp_backward, (x,))
-    return wrap(out)
+    return apply(EXP, x)
 
 
 def log(x: Tensor) -> Tensor:
     """Natural logarithm."""
-    data = x._data
-    out = np.log(data)
-    if _record(x):
-        def log_backward(g: Any) -> tuple:
-            return (g / data,)
-        return node(out, log_backward, (x,))
-    return wrap(out)
+    return apply(LOG, x)
 
 
 def sqrt(x: Tensor) -> Tensor:
     """Square root."""
-    out = np.sqrt(x._data)
-    if _record(x):
-        def sqrt_backward(g: Any) -> tuple:
-            return (g / (2 * out),)
-        return node(out, sqrt_backward, (x,))
-    return wrap(out)
+    return apply(SQRT, x)
 
 
 def abs(x: Tensor) -> Tensor:
     """|x| (gradient 0 at 0, as torch)."""
-    data = x._data
-    out = np.abs(data)
-    if _record(x):
-        def abs_backward(g: Any) -> tuple:
-            return (g * np.sign(data),)
-        return node(out, abs_backward, (x,))
-    return wrap(out)
+    return apply(ABS, x)
 
 
 def tanh(x: Tensor) -> Tensor:
     """Hyperbolic tangent."""
-    out = np.tanh(x._data)
-    if _record(x):
-        def tanh_backward(g: Any) -> tuple:
-            return (g * (1 - out * out),)
-        return node(out, tanh_backward, (x,))
-    return wrap(out)
+    return apply(TANH, x)
 
 
 def sigmoid(x: Tensor) -> Tensor:
     """1 / (1 + e ** -x), computed without overflow."""
-    out = np.exp(-np.logaddexp(0, -x._data))
-    if _record(x):
-        def sigmoid_backward(g: Any) -> tuple:
-            return (g * out * (1 - out),)
-        return node(out, sigmoid_backward, (x,))
-    return wrap(out)
+    return apply(SIGMOID, x)
 
 
 def relu(x: Tensor) -> Tensor:
     """max(x, 0) (gradient 0 at 0, as torch)."""
-    data = x._data
-    out = np.maximum(data, 0)
-    if _record(x):
-        def relu_backward(g: Any) -> tuple:
-            return (g * (data > 0),)
-        return node(out, relu_backward, (x,))
-    return wrap(out)
+    return apply(RELU, x)
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """x for x > 0, alpha * (e ** x - 1) otherwise."""
-    data = x._data
-    positive = data > 0
-    out = array_module(data).where(positive, data, alpha * np.expm1(np.minimum(data, 0)))
-    if _record(x):
-        def elu_backward(g: Any) -> tuple:
-            return (g * array_module(data).where(positive, 1, out + alpha),)
-        return node(out, elu_backward, (x,))
-    return wrap(out)
+    return apply(ELU, x, alpha)
 
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + e ** (beta * x)) / beta, linear where beta * x > threshold (as torch)."""
-    data = x._data
-    scaled = data * beta
-    linear = scaled > threshold
-    xp = array_module(data)
-    out = xp.where(linear, data, np.logaddexp(0, scaled) / beta)
-    if _record(x):
-        def softplus_backward(g: Any) -> tuple:
-            return (g * xp.where(linear, 1, np.exp(-np.logaddexp(0, -scaled))),)
-        return node(out, softplus_backward, (x,))
-    return wrap(out)
+    return apply(SOFTPLUS, x, beta, threshold)
 
 
 def clamp(x: Tensor, min: Optional[float] = None, max: Optional[float] = None) -> Tensor:
     """x limited to [min, max] (either bound may be None); gradient 1 inside the closed interval."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    data = x._data
-    out = array_module(data).clip(data, min, max)
-    if _record(x):
-        def clamp_backward(g: Any) -> tuple:
-            inside = True
-            if min is not None:
-                inside = data >= min
-            if max is not None:
-                inside = inside & (data <= max)
-            return (g * inside,)
-        return node(out, clamp_backward, (x,))
-    return wrap(out)
+    return apply(CLAMP, x, min, max)
 
 
 def where(condition: Any, input: Any, other: Any) -> Tensor:
     """Elements of `input` where `condition` holds, else of `other` (tensors or scalars, broadcast)."""
-    cond = condition._data if isinstance(condition, Tensor) else np.asarray(condition)
-    if cond.dtype != np.bool_:
-        raise TypeError(f"where: condition must be a bool tensor, got dtype {cond.dtype}")
-    a = tensor_arg(input)
-    x, y = operands(a, other)
-    xp = array_module(x)
-    out = xp.where(cond, x, y)
-    ra, rb = a._rg, isinstance(other, Tensor) and other._rg
-    if MODE.enabled and (ra or rb):
-        sx, sy = x.shape, shape_of(y)
-
-        def where_backward(g: Any) -> tuple:
-            zero = xp.zeros((), g.dtype)
-            gx = unbroadcast(xp.where(cond, g, zero), sx) if ra else None
-            gy = unbroadcast(xp.where(cond, zero, g), sy) if rb else None
-            return gx, gy
-        return node(out, where_backward, (a, other) if isinstance(other, Tensor) else (a,))
-    return wrap(out)
+    cond = tensor_arg(condition)
+    if cond._data.dtype != np.bool_:
+        raise TypeError(f"where: condition must be a bool tensor, got dtype {cond._data.dtype}")
+    return apply(WHERE, cond, *promote(tensor_arg(input), other))
 
 
 def clone(x: Tensor) -> Tensor:
     """A copy with its own storage; gradients flow through unchanged."""
-    out = x._data.copy()
-    if _record(x):
-        def clone_backward(g: Any) -> tuple:
-            return (g,)
-        return node(out, clone_backward, (x,))
-    return wrap(out)
+    return apply(CLONE, x)
+
+
+def compare(name: str) -> Any:
+    """The Tensor method for comparison operator `name` (e.g. '__lt__')."""
+    prim = COMPARE[name]
+
+    def comparison(self: Tensor, other: Any) -> Tensor:
+        return apply(prim, *promote(self, other))
+    comparison.__name__ = name
+    return comparison

@@ -68,6 +68,7 @@ CORE_SCHEMA: dict[str, Any] = {
         "eval_every_s": Field("float", 0.0, low=0.0),
         "eval_episodes": Field("int", 10, low=1),
         "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True),
+        "compile": Field("bool", True),
     },
     "logging": {
         "logdir": Field("str", "runs"),

@@ -1,9 +1,8 @@
 """The A3C actor-critic: a body (convolutions for images, an MLP, optionally an LSTM cell) and two heads.
 
-Acting runs the same layers as training: `policy_array` calls each layer's
-`forward_array` (raw array arithmetic for Linear, activations and Flatten; the
-layer's own forward under no_grad for anything else), so a layer added to the
-body is used by both paths.
+Acting runs the same layers as training (`policy` is `forward` without the
+value head), so a layer added to the body is used by both; workers run it
+through framework.compile (`trainer.compile`), which replays it as array code.
 
 Training runs the body once over a whole rollout (`forward_rollout`): the
 convolutions and the MLP do not depend on the LSTM state, so all (T+1) x E
@@ -85,12 +84,16 @@ class ActorCritic(nn.Module):
         self.log_std = nn.Parameter(framework.zeros(n_actions)) if continuous else None
         self.hidden_size = size
 
-    def forward(self, x: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, Any, tuple[Any, Any] | None]:
-        """(policy output, value (batch,), new LSTM state or None) for a batch of observations."""
+    def _features(self, x: Any, state: tuple[Any, Any] | None) -> tuple[Any, tuple[Any, Any] | None]:
         h = self.body(x)
         if self.lstm is not None:
             state = self.lstm(h, state)
             h = state[0]
+        return h, state
+
+    def forward(self, x: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, Any, tuple[Any, Any] | None]:
+        """(policy output, value (batch,), new LSTM state or None) for a batch of observations."""
+        h, state = self._features(x, state)
         return self.pi(h), self.v(h)[:, 0], state
 
     def forward_rollout(self, obs: Any, state: tuple[Any, Any] | None, keep: Any) -> tuple[Any, Any]:
@@ -107,17 +110,16 @@ class ActorCritic(nn.Module):
             h = h.reshape(steps * batch, self.hidden_size)
         return self.pi(h), self.v(h)[:, 0]
 
-    def policy_array(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
-        """The policy head output as an array and the new LSTM state, for acting; obs on the model's device.
+    def policy(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
+        """(policy output, new LSTM state or None): `forward` without the value head, for acting."""
+        h, state = self._features(obs, state)
+        return self.pi(h), state
 
-        Runs without autograd through the same layers as `forward` (see the module docstring).
-        """
-        h = self.body.forward_array(obs)
-        if self.lstm is not None:
-            with framework.no_grad():
-                state = self.lstm(framework.as_tensor(h), state)
-            h = state[0].data_array
-        return self.pi.forward_array(h), state
+    def policy_array(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
+        """`policy` without autograd on an array of observations (on the model's device): (array, state)."""
+        with framework.no_grad():
+            head, state = self.policy(framework.as_tensor(obs), state)
+        return head.data_array, state
 
     @property
     def device(self) -> str:

@@ -11,6 +11,11 @@ local model syncs from the shared parameter arena with one copy; its gradient
 goes to the shared optimizer with one copy and one fused step. A loss or
 gradient that is not finite is never applied.
 
+With `trainer.compile` (the default) the acting policy, the model's forward
+over the rollout and the loss run through framework.compile: each is captured
+once and then replayed as array code (forward and backward), which is where a
+small network's time goes otherwise (Python's per-op work, not arithmetic).
+
 On a GPU (`trainer.device: cuda:N`) the local model, the sampling and the
 update run on the device: each step moves the batch of observations there in
 one copy and the sampled actions back in one; an update moves the rollout
@@ -29,6 +34,20 @@ from framework.algorithms.base import WorkerContext, learning_rate
 from framework.device import array_module, to_device, to_host
 from framework.optim.clip import grad_norm
 from framework.random import standard_normal, uniform
+
+
+def a3c_loss(model: ActorCritic, head: Any, values: Any, actions: Any, advantages: Any, targets: Any, n: int,
+             value_coef: float, entropy_coef: float) -> tuple[Any, Any, Any, Any]:
+    """(loss, policy loss, value loss, entropy) of the first n heads and values of a rollout."""
+    dist = model.distribution(head[:n])
+    log_prob = dist.log_prob(actions)
+    entropy = dist.entropy()
+    if model.continuous:
+        log_prob, entropy = log_prob.sum(axis=1), entropy.sum(axis=1)
+    policy_loss = -(log_prob * advantages).mean()
+    value_loss = ((values[:n] - targets) ** 2).mean()
+    entropy = entropy.mean()
+    return policy_loss + value_coef * value_loss - entropy_coef * entropy, policy_loss, value_loss, entropy
 
 
 def advantages(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, gamma: float,
@@ -67,6 +86,14 @@ class Worker:
         self.rewards = np.zeros((T, E), dtype=np.float32)
         self.dones = np.zeros((T, E), dtype=np.float32)
         self.state = self.state0 = self.local.initial_state(E)
+        compiled = cfg["trainer"]["compile"]
+        # An LSTM's acting step and its unroll over a rollout are ops of their own (one pass on raw arrays;
+        # a backward of a few large GEMMs), not captured primitives: with an LSTM only the loss is compiled.
+        feedforward = compiled and self.local.lstm is None
+        self.policy = framework.compile(self.local.policy) if feedforward else self.local.policy
+        self.forward_rollout = (framework.compile(self.local.forward_rollout) if feedforward
+                                else self.local.forward_rollout)
+        self.loss_terms = framework.compile(a3c_loss) if compiled else a3c_loss
 
     def _tensor(self, array: np.ndarray) -> Any:
         """A host array as a tensor on the worker's device: itself on the CPU, one copy to a GPU."""
@@ -77,7 +104,8 @@ class Worker:
 
         Discrete actions use the Gumbel-max trick, continuous ones mean + std * noise.
         """
-        head, self.state = self.local.policy_array(to_device(obs, self.device), self.state)
+        head, self.state = self.policy(self._tensor(obs), self.state)
+        head = head.data_array
         xp = array_module(head)
         if self.local.continuous:
             std = xp.exp(self.local.log_std.data_array)
@@ -93,7 +121,7 @@ class Worker:
 
     def _mask_state(self, done: np.ndarray) -> None:
         if self.state is not None and done.any():
-            keep = self._tensor((1.0 - done)[:, None])
+            keep = self._tensor((1.0 - done.astype(np.float32))[:, None])  # float32: the state stays float32
             self.state = (self.state[0] * keep, self.state[1] * keep)
 
     def rollout(self) -> None:
@@ -126,9 +154,12 @@ class Worker:
     def _forward_rollout(self) -> tuple[Any, Any]:
         """Policy heads and values for all (T+1) x E observations, with grad; the LSTM state starts from the
         rollout's first state and is reset after every step that ended an episode."""
-        keep = np.ones((self.T + 1, self.E), dtype=np.float32)
-        keep[1:] -= self.dones
-        return self.local.forward_rollout(self._tensor(self.obs), self.state0, to_device(keep, self.device))
+        keep = None
+        if self.local.lstm is not None:
+            keep = np.ones((self.T + 1, self.E), dtype=np.float32)
+            keep[1:] -= self.dones
+            keep = to_device(keep, self.device)
+        return self.forward_rollout(self._tensor(self.obs), self.state0, keep)
 
     def loss(self) -> tuple[Any, dict[str, float]] | None:
         """The A3C loss over the rollout and its parts (policy_loss, value_loss, entropy).
@@ -144,16 +175,10 @@ class Worker:
         adv, targets = advantages(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
         if a["normalize_advantages"]:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        dist = self.local.distribution(head[:n])
         actions = self._tensor(self.actions.reshape(n, *self.actions.shape[2:]))
-        log_prob = dist.log_prob(actions)
-        entropy = dist.entropy()
-        if self.local.continuous:
-            log_prob, entropy = log_prob.sum(axis=1), entropy.sum(axis=1)
-        policy_loss = -(log_prob * self._tensor(adv.reshape(n))).mean()
-        value_loss = ((values[:n] - self._tensor(targets.reshape(n))) ** 2).mean()
-        entropy = entropy.mean()
-        loss = policy_loss + a["value_coef"] * value_loss - a["entropy_coef"] * entropy
+        loss, policy_loss, value_loss, entropy = self.loss_terms(
+            self.local, head, values, actions, self._tensor(adv.reshape(n)), self._tensor(targets.reshape(n)), n,
+            a["value_coef"], a["entropy_coef"])
         return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
 
     def update(self) -> None:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import framework
-from framework import algorithms, nn, optim
+from framework import algorithms, compiler, nn, optim
 from framework.algorithms.a3c.model import ActorCritic, FrameConv2d
 from framework.algorithms.a3c.worker import Worker, advantages
 from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
@@ -20,6 +20,7 @@ def _worker(**sections):
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     config = validate(raw)
+    framework.manual_seed(0)
     model = A3C.build_model(config).share_memory()
     optimizer = A3C.build_optimizer(model, config).share_memory()
     stats = RunStats(1, A3C.metrics)
@@ -141,8 +142,10 @@ def test_uint8_frames_are_read_as_floats_by_the_first_convolution():
     frames = np.random.default_rng(0).integers(0, 256, (2, 2, 24, 24), dtype=np.uint8)
     scaled = framework.conv2d(framework.from_numpy(frames.astype(np.float32) / 255), first.weight, first.bias,
                               first.stride).detach().numpy()
-    np.testing.assert_allclose(worker.local.body.forward_array(frames), worker.local.body[1:].forward_array(scaled),
-                               rtol=1e-5, atol=1e-6)
+    with framework.no_grad():
+        ours = worker.local.body(framework.from_numpy(frames)).numpy()
+        theirs = worker.local.body[1:](framework.from_numpy(scaled)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
     before = model.arena.data.copy()
     worker.update()
     assert not np.array_equal(model.arena.data, before) and np.isfinite(model.arena.data).all()
@@ -168,6 +171,25 @@ def test_an_update_changes_the_shared_parameters_and_reports(sections):
     policy_loss, value_loss, entropy, grad_norm, lr = snap.metric_sums[0] / 3
     assert value_loss > 0 and grad_norm > 0 and lr == pytest.approx(worker.opt_cfg["lr"])
     assert entropy != 0
+
+
+@pytest.mark.parametrize("sections", [{}, {"model": {"lstm": True}}, {"env": {"id": "Pendulum-v1"}}],
+                         ids=["discrete", "lstm", "continuous"])
+def test_compiled_updates_equal_eager_ones_and_stop_recompiling(sections):
+    """trainer.compile changes how fast a worker steps, not what it computes; after the first update no guard fails."""
+    shared = {}
+    for compiled in (False, True):
+        compiler.reset()
+        worker, model, _ = _worker(trainer={"compile": compiled}, **sections)
+        worker.update()
+        warm = dict(compiler.counters)
+        for _ in range(3):
+            worker.update()
+        shared[compiled] = model.arena.data.copy()
+    np.testing.assert_allclose(shared[True], shared[False], rtol=1e-5, atol=1e-6)
+    assert compiler.counters["recompiles"] == warm["recompiles"] and compiler.counters["graph_breaks"] == 0
+    graphs = 1 if "model" in sections else 3  # with an LSTM only the loss is compiled (see Worker)
+    assert compiler.counters["cache_hits"] > warm["cache_hits"] and compiler.counters["captures"] >= graphs
 
 
 def test_local_model_syncs_from_the_shared_arena():
