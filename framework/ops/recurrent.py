@@ -27,7 +27,8 @@ from ..tensor import Tensor, node, wrap
 
 def _gate_constants(xp: Any, hidden: int, dtype: Any) -> tuple:
     """(scale, offset) over the 4H gate columns: gate = scale * tanh(scale * z) + offset makes the i, f, o
-    columns sigmoids (scale 0.5, offset 0.5) and the g columns a tanh (1, 0); d gate / d z = scale ** 2 * (1 - tanh ** 2)."""
+    columns sigmoids (scale 0.5, offset 0.5) and the g columns a tanh (1, 0);
+    d gate / d z = scale ** 2 * (1 - tanh ** 2)."""
     scale = xp.repeat(xp.asarray([0.5, 0.5, 1.0, 0.5], dtype), hidden)
     offset = xp.repeat(xp.asarray([0.5, 0.5, 0.0, 0.5], dtype), hidden)
     return scale, offset
