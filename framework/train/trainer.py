@@ -23,7 +23,7 @@ from framework.device import cuda_device_count, use_device
 from framework.train import backends
 from framework.train.backends.base import Launch
 from framework.train.checkpoint import CheckpointError, load_checkpoint
-from framework.train.config import Config, ConfigError, dump_config
+from framework.train.config import Config, ConfigError, config_text
 from framework.train.monitor import Monitor, RunResult, RunState, model_state
 from framework.train.run_stats import RunStats
 
@@ -126,7 +126,7 @@ class Trainer:
         if self.resume:
             self._restore(model, optimizer, stats, run)
         try:  # written once the checkpoint is known to fit, so a refused resume changes nothing
-            dump_config(self.config, self.run_dir / CONFIG_FILE)
+            (self.run_dir / CONFIG_FILE).write_text(config_text(self.config))
             (self.run_dir / CHECKPOINT.parent).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunError(f"cannot write the run directory '{self.run_dir}': {exc.strerror or exc}") from None
