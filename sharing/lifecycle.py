@@ -58,3 +58,18 @@ def terminate_processes(processes: Iterable[multiprocessing.process.BaseProcess]
         p.kill()
     for p in started:
         p.join()
+
+
+FORKSERVER_CLEANUP = "sharing.forkserver_cleanup"
+
+
+def preload_forkserver_cleanup() -> None:
+    """Add FORKSERVER_CLEANUP to the fork server's preload modules (before the server starts), keeping the others."""
+    from multiprocessing import forkserver
+
+    modules = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
+    if FORKSERVER_CLEANUP not in modules:
+        forkserver.set_forkserver_preload(modules + [FORKSERVER_CLEANUP])
+
+
+preload_forkserver_cleanup()

@@ -6,7 +6,8 @@ manager daemon inherit it, so /proc tells which processes belong to a test,
 whoever their parent is now. A `Watch` samples the /dev/shm groups they map
 while the test runs and afterwards reports what was left behind:
 processes still alive, segments of those groups still in /dev/shm, manager
-socket directories never removed.
+socket directories never removed, multiprocessing's temp directories (the fork
+server's socket lives in one) never removed.
 """
 from __future__ import annotations
 
@@ -216,6 +217,8 @@ class Watch:
                 problems.append(f"/dev/shm/{name} left behind")
                 (SHM_DIR / name).unlink(missing_ok=True)
         problems += [f"manager directory {d} left behind" for d in self.tmpdir.glob("hogshare-*")]
+        wait_until(lambda: not list(self.tmpdir.glob("pymp-*")), 10)
+        problems += [f"multiprocessing directory {d} left behind: {os.listdir(d)}" for d in self.tmpdir.glob("pymp-*")]
         return problems
 
 
