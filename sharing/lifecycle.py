@@ -1,13 +1,21 @@
-"""Process lifetime helpers: children that die with their parent, and terminating a group of processes."""
+"""Process lifetime helpers: children that die with their parent, start with signals blocked, and are terminated.
+
+A child started while its parent blocks a signal begins life with that signal
+blocked (fork, and exec, keep the mask), so a Ctrl-C that reaches the whole
+process group while a child is still importing stays pending instead of
+killing it half-started; the child then ignores it and unblocks
+(`ignore_signals`), which discards it. Costs two system calls per start.
+"""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import threading
 import time
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from . import _libc
 
@@ -37,6 +45,27 @@ def _die_when_ready(sentinel: int) -> None:
     """SIGKILL this process once `sentinel` (the parent process's) is ready: the parent has exited."""
     multiprocessing.connection.wait([sentinel])
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def signals_blocked(signals: Iterable[int]) -> Iterator[None]:
+    """Block `signals` in the calling thread for the block: processes started in it begin with them blocked.
+
+    A signal that arrives meanwhile is delivered when the block ends.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def ignore_signals(signals: Iterable[int]) -> None:
+    """Ignore `signals` from now on, then unblock them: one that arrived while blocked is discarded (main thread)."""
+    signals = list(signals)
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
 
 def terminate_processes(processes: Iterable[multiprocessing.process.BaseProcess], grace_s: float = 5.0) -> None:

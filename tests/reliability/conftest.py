@@ -40,9 +40,9 @@ def tmpfs(tmp_path):
         pytest.skip("mounting a tmpfs needs root with CAP_SYS_ADMIN")
     mounted = []
 
-    def make(name: str, size: str):
+    def make(name: str, size: str, options: str = ""):
         path = tmp_path / name
-        mount_tmpfs(path, size)
+        mount_tmpfs(path, size, options)
         mounted.append(path)
         return path
 
