@@ -27,6 +27,14 @@ def watch(request, tmp_path, record_property):
 
 
 @pytest.fixture
+def examples(record_property):
+    """A counter a property test bumps once per generated example; the count goes into the report."""
+    counter = {"n": 0}
+    yield counter
+    record_property("measured", f"{counter['n']} generated cases")
+
+
+@pytest.fixture
 def logdir(tmp_path):
     path = tmp_path / "runs"
     path.mkdir()
