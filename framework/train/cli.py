@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
+import yaml
+
 from framework import algorithms
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config, read_yaml,
@@ -103,8 +105,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         if len(args.overrides) > MAX_OVERRIDES:
             parser.error(f"argument --set: given {len(args.overrides)} times; allowed: at most {MAX_OVERRIDES}")
         overrides = list(args.overrides)
-        if args.logdir is not None:
-            overrides.append(f"logging.logdir={args.logdir}")
+        if args.logdir is not None:  # quoted: a path is a string, whatever YAML would make of it ('runs #2', 'yes')
+            overrides.append("logging.logdir=" + yaml.safe_dump(args.logdir, default_style='"').strip())
         try:
             if args.resume is not None:
                 raw = read_yaml(_run_config(Path(args.resume)))

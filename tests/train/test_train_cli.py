@@ -109,3 +109,11 @@ def test_too_many_overrides_are_refused(tmp_path):
     config = write_config(tmp_path / "c.yaml", cartpole_config())
     code, _, err = call_main(train_main, ["--config", str(config), *["--set", "seed=1"] * 1001])
     assert code == 2 and err.startswith("train: error: argument --set: given 1001 times; allowed: at most 1000 (usage:")
+
+
+@pytest.mark.parametrize("name", ["runs #2", "yes", "[a]", "1e3", "x: y"])
+def test_logdir_is_taken_as_a_path_whatever_yaml_would_make_of_it(tmp_path, name):
+    config = write_config(tmp_path / "c.yaml", cartpole_config(trainer={"total_steps": 200, "workers": 1}))
+    code, _, err = call_main(train_main, ["--config", str(config), "--logdir", str(tmp_path / name)])
+    assert code == 0, err
+    assert len(list((tmp_path / name).iterdir())) == 1
