@@ -104,8 +104,8 @@ def test_signal_while_workers_start_stops_with_a_final_checkpoint(watch, tmp_pat
 
 @pytest.mark.fault("13", "Ctrl-C (SIGINT to the process group) 0.3 s, 1 s and 2 s after launching a run with 8 spawn "
                          "workers, wherever that lands",
-                   "one of the documented outcomes of the phase it lands in (imports: KeyboardInterrupt and nothing "
-                   "written; start-up: exit 130 and nothing written; later: exit 0 with a final checkpoint); never "
+                   "one of the documented outcomes of the phase it lands in (imports: ended by SIGINT, at most a "
+                   "KeyboardInterrupt, nothing written; start-up: exit 130 and nothing written; later: exit 0 with a final checkpoint); never "
                    "a 'Fatal Python error' or a worker's traceback; no process left")
 @pytest.mark.parametrize("delay", [0.3, 1.0, 2.0])
 def test_ctrl_c_soon_after_launch_has_a_documented_outcome(watch, tmp_path, logdir, delay):
@@ -114,8 +114,9 @@ def test_ctrl_c_soon_after_launch_has_a_documented_outcome(watch, tmp_path, logd
     os.killpg(run.pid, signal.SIGINT)
     code = run.finish()
     assert not any(bad in run.stderr for bad in BAD_OUTPUT), run.stderr
-    if code == -signal.SIGINT:
-        assert run.stderr.rstrip().endswith("KeyboardInterrupt") and run.stderr.count("Traceback") == 1, run.stderr
+    if code == -signal.SIGINT:  # before Python's own handler existed, or a KeyboardInterrupt while importing
+        assert run.stderr == "" or (run.stderr.rstrip().endswith("KeyboardInterrupt")
+                                    and run.stderr.count("Traceback") == 1), run.stderr
         _assert_nothing_written(logdir)
     elif code == 130:
         assert run.stderr.endswith("train: stopped by SIGINT before the run started; nothing was written\n")
