@@ -1,13 +1,21 @@
-"""Process lifetime helpers: children that die with their parent, and terminating a group of processes."""
+"""Process lifetime helpers: children that die with their parent, start with signals blocked, and are terminated.
+
+A child started while its parent blocks a signal begins life with that signal
+blocked (fork, and exec, keep the mask), so a Ctrl-C that reaches the whole
+process group while a child is still importing stays pending instead of
+killing it half-started; the child then ignores it and unblocks
+(`ignore_signals`), which discards it. Costs two system calls per start.
+"""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import threading
 import time
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from . import _libc
 
@@ -39,6 +47,27 @@ def _die_when_ready(sentinel: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def signals_blocked(signals: Iterable[int]) -> Iterator[None]:
+    """Block `signals` in the calling thread for the block: processes started in it begin with them blocked.
+
+    A signal that arrives meanwhile is delivered when the block ends.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def ignore_signals(signals: Iterable[int]) -> None:
+    """Ignore `signals` from now on, then unblock them: one that arrived while blocked is discarded (main thread)."""
+    signals = list(signals)
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+
+
 def terminate_processes(processes: Iterable[multiprocessing.process.BaseProcess], grace_s: float = 5.0) -> None:
     """Stop processes: SIGTERM, up to `grace_s` seconds to exit, then SIGKILL; all joined on return."""
     if grace_s < 0:
@@ -58,3 +87,18 @@ def terminate_processes(processes: Iterable[multiprocessing.process.BaseProcess]
         p.kill()
     for p in started:
         p.join()
+
+
+FORKSERVER_CLEANUP = "sharing.forkserver_cleanup"
+
+
+def preload_forkserver_cleanup() -> None:
+    """Add FORKSERVER_CLEANUP to the fork server's preload modules (before the server starts), keeping the others."""
+    from multiprocessing import forkserver
+
+    modules = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
+    if FORKSERVER_CLEANUP not in modules:
+        forkserver.set_forkserver_preload(modules + [FORKSERVER_CLEANUP])
+
+
+preload_forkserver_cleanup()

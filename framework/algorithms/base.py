@@ -37,7 +37,7 @@ MLP_SCHEMA: dict[str, Field] = {
 """The `model` keys of a plugin whose model is (or starts with) an MLP."""
 
 COMMON_SCHEMA: dict[str, Field] = {
-    "max_nonfinite_updates": Field("int", 100, low=1),
+    "max_nonfinite_updates": Field("int", 100, low=1, high=10**9),
 }
 """`algorithm` keys every algorithm has: the run stops after this many non-finite updates in a row."""
 

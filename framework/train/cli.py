@@ -3,21 +3,38 @@
     train --config PATH [--set key.path=value ...] [--logdir DIR] [--resume RUN_DIR]
     evaluate --run RUN_DIR [--episodes N] [--seed S]
 
-A bad argument or config ends with exit code 2 and one line on stderr naming
-what was wrong and what is allowed; a run that fails ends with exit code 1.
+A bad argument, config or checkpoint, or a run refused at start-up (no room),
+ends with exit code 2 and one line on stderr naming what was wrong and what
+is allowed, and leaves nothing behind; a run that fails ends with exit code 1;
+a stop signal before the run started, with 128 + its number (see
+`stop_signals` for every phase).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
-import time
 from pathlib import Path
 from typing import NoReturn, Sequence
 
+import yaml
+
 from framework import algorithms
-from framework.train.checkpoint import CheckpointError, load_checkpoint
-from framework.train.config import ConfigError, apply_overrides, load_config, read_yaml, validate
-from framework.train.trainer import CONFIG_FILE, RunError, Trainer, checkpoint_path, load_model_state
+from framework.train.checkpoint import CheckpointError
+from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config, read_yaml,
+                                    validate)
+from framework.train.progress import Output
+from framework.train.resume import check_changes
+from framework.train.schema import printable, short_repr
+from framework.train.stop_signals import Interrupted, StopSignals
+from framework.train.trainer import CONFIG_FILE, RunError, Trainer, one_line, read_checkpoint
+
+MAX_SEED = 2**31 - 1
+MAX_OVERRIDES = 1000
+"""`--set` arguments one command may give."""
+MAX_MESSAGE = 2000
+"""Characters of an error line (a message that quotes a long value is cut in the middle)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,43 +42,36 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         usage = " ".join(self.format_usage().split()[1:])  # drop "usage:", join wrapped lines
-        self.exit(2, f"{self.prog}: error: {message} (usage: {usage})\n")
+        self.exit(2, f"{self.prog}: error: {printable(message, limit=300)} (usage: {usage})\n")
 
 
-def make_run_dir(logdir: str | Path, experiment: str) -> Path:
-    """A new directory <logdir>/<experiment>-<YYYYmmdd-HHMMSS>[-N]; RunError if none can be made."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    try:
-        Path(logdir).mkdir(parents=True, exist_ok=True)
-        for n in range(1000):
-            path = Path(logdir) / (f"{experiment}-{stamp}" + (f"-{n}" if n else ""))
-            try:
-                path.mkdir()
-                return path
-            except FileExistsError:
-                continue
-    except OSError as exc:
-        raise RunError(f"cannot create a run directory in '{logdir}': {exc.strerror or exc}") from None
-    raise RunError(f"cannot create a run directory in '{logdir}': every name {experiment}-{stamp}[-N] is taken")
+def _path(text: str) -> str:
+    """An argparse type: a path, which may not be empty (Path('') would be the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("got ''; allowed: a path")
+    return text
+
+
+def _fail(command: str, message: str) -> None:
+    print(f"{command}: {printable(one_line(message), limit=MAX_MESSAGE)}", file=Output(sys.stderr), flush=True)
 
 
 def _run_config(run_dir: Path) -> Path:
-    path = run_dir / CONFIG_FILE
-    if not run_dir.is_dir():
-        raise ConfigError(f"run directory '{run_dir}': not found; allowed: a directory made by train")
-    if not path.is_file():
-        raise ConfigError(f"run directory '{run_dir}': holds no {CONFIG_FILE}; allowed: a directory made by train")
-    return path
-
-
-def _drop_unstarted(run_dir: Path | None, resumed: str | None) -> None:
-    """Remove the new run directory of a run refused before it wrote anything (a resumed one is kept)."""
-    if run_dir is None or resumed:
-        return
+    """run_dir's config.yaml; ConfigError when run_dir is not a directory made by train."""
+    shown = printable(str(run_dir))
     try:
-        run_dir.rmdir()  # only succeeds while the directory is still empty
-    except OSError:
-        pass
+        info = os.stat(run_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError(f"run directory '{shown}': not found; allowed: a directory made by train") from None
+    except OSError as exc:
+        raise ConfigError(f"run directory '{shown}': cannot be read ({exc.strerror or exc}); allowed: a directory "
+                          f"made by train") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"run directory '{shown}': not a directory; allowed: a directory made by train")
+    path = run_dir / CONFIG_FILE
+    if not os.path.lexists(path):
+        raise ConfigError(f"run directory '{shown}': holds no {CONFIG_FILE}; allowed: a directory made by train")
+    return path
 
 
 def _outcome(s: dict) -> str:
@@ -79,60 +89,69 @@ def _outcome(s: dict) -> str:
 def train_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `train`; returns the exit code."""
     parser = _Parser(prog="train", description="Train with asynchronous workers on a shared model.")
-    parser.add_argument("--config", help="YAML experiment config (e.g. configs/a3c.yaml)")
+    parser.add_argument("--config", type=_path, help="YAML experiment config (e.g. configs/a3c.yaml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override one config value (parsed as YAML); repeatable")
-    parser.add_argument("--logdir", help="parent directory of the run directory (overrides logging.logdir)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
-    args = parser.parse_args(argv)
-    if (args.config is None) == (args.resume is None):
-        parser.error("give either --config PATH (a new run) or --resume RUN_DIR (continue one)")
-    if args.resume and args.logdir is not None:
-        parser.error("--logdir applies to new runs only; a resumed run continues in its RUN_DIR")
-    overrides = list(args.overrides)
-    if args.logdir is not None:
-        overrides.append(f"logging.logdir={args.logdir}")
-    run_dir = None
-    try:
-        if args.resume:
-            run_dir = Path(args.resume)
-            config = validate(apply_overrides(read_yaml(_run_config(run_dir)), args.overrides))
-        else:
-            config = load_config(args.config, overrides)
-            run_dir = make_run_dir(config["logging"]["logdir"], config["experiment"])
-        result = Trainer(config, run_dir, resume=bool(args.resume)).run()
-    except (ConfigError, CheckpointError) as exc:
-        _drop_unstarted(run_dir, args.resume)
-        print(f"train: error: {exc}", file=sys.stderr)
-        return 2
-    except RunError as exc:
-        _drop_unstarted(run_dir, args.resume)
-        print(f"train: error: {exc}", file=sys.stderr)
-        return 1
-    print(f"{run_dir}: {_outcome(result.summary)}")
+    parser.add_argument("--logdir", type=_path,
+                        help="parent directory of the run directory (overrides logging.logdir)")
+    parser.add_argument("--resume", type=_path, metavar="RUN_DIR",
+                        help="continue the run in RUN_DIR from its checkpoint")
+    with StopSignals() as signals:
+        args = parser.parse_args(argv)
+        if (args.config is None) == (args.resume is None):
+            parser.error("give either --config PATH (a new run) or --resume RUN_DIR (continue one)")
+        if args.resume is not None and args.logdir is not None:
+            parser.error("--logdir applies to new runs only; a resumed run continues in its RUN_DIR")
+        if len(args.overrides) > MAX_OVERRIDES:
+            parser.error(f"argument --set: given {len(args.overrides)} times; allowed: at most {MAX_OVERRIDES}")
+        overrides = list(args.overrides)
+        if args.logdir is not None:  # quoted: a path is a string, whatever YAML would make of it ('runs #2', 'yes')
+            overrides.append("logging.logdir=" + yaml.safe_dump(args.logdir, default_style='"').strip())
+        try:
+            if args.resume is not None:
+                raw = read_yaml(_run_config(Path(args.resume)))
+                config = validate(apply_overrides(raw, overrides))
+                check_changes(validate(raw), config)
+                trainer = Trainer(config, args.resume, resume=True, signals=signals)
+            else:
+                trainer = Trainer(load_config(args.config, overrides), signals=signals)
+            signals.check()
+            result = trainer.run()
+        except (ConfigError, CheckpointError, RunError) as exc:
+            _fail("train", f"error: {exc}")
+            return 2
+        except Interrupted as exc:
+            _fail("train", str(exc))
+            return 128 + exc.signum
+    print(f"{trainer.run_dir}: {_outcome(result.summary)}", file=Output(sys.stdout), flush=True)
     return result.exit_code
 
 
 def evaluate_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `evaluate`: loads a run's checkpoint and evaluates it; returns the exit code."""
     parser = _Parser(prog="evaluate", description="Evaluate the checkpoint of a training run.")
-    parser.add_argument("--run", required=True, metavar="RUN_DIR", help="a run directory made by train")
-    parser.add_argument("--episodes", type=int, default=10, help="number of greedy episodes (default 10)")
-    parser.add_argument("--seed", type=int, default=12345, help="seed of the evaluation environments")
+    parser.add_argument("--run", type=_path, required=True, metavar="RUN_DIR", help="a run directory made by train")
+    parser.add_argument("--episodes", type=int, default=10,
+                        help=f"number of greedy episodes, 1 to {MAX_EVAL_EPISODES} (default 10)")
+    parser.add_argument("--seed", type=int, default=12345, help=f"seed of the evaluation environments, 0 to {MAX_SEED}")
     args = parser.parse_args(argv)
-    if args.episodes < 1:
-        parser.error(f"argument --episodes: got {args.episodes}; allowed: an integer >= 1")
+    if not 1 <= args.episodes <= MAX_EVAL_EPISODES:
+        parser.error(f"argument --episodes: got {short_repr(args.episodes)}; allowed: an integer from 1 to "
+                     f"{MAX_EVAL_EPISODES}")
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"argument --seed: got {short_repr(args.seed)}; allowed: an integer from 0 to {MAX_SEED}")
     run_dir = Path(args.run)
     try:
         config = validate(read_yaml(_run_config(run_dir)))
-        path = checkpoint_path(run_dir)
-        saved = load_checkpoint(path)
         algorithm = algorithms.get(config["algorithm"]["name"])
         model = algorithm.build_model(config)
-        load_model_state(model, saved["model"], path)
+        read_checkpoint(run_dir, config, model)
+        result = algorithm.evaluate(model, config, args.episodes, args.seed)
     except (ConfigError, CheckpointError) as exc:
-        print(f"evaluate: error: {exc}", file=sys.stderr)
+        _fail("evaluate", f"error: {exc}")
         return 2
-    result = algorithm.evaluate(model, config, args.episodes, args.seed)
-    print(result.text)
+    except KeyboardInterrupt:
+        _fail("evaluate", "stopped by SIGINT")
+        return 130
+    print(result.text, file=Output(sys.stdout), flush=True)
     return 0

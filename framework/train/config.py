@@ -1,7 +1,7 @@
 """Experiment configs: the core schema, YAML loading, `--set` overrides and the run directory's config.yaml.
 
 A config is a nested dict of plain values. `load_config` reads a YAML file with
-`yaml.safe_load`, applies `key.path=value` overrides, fills in defaults and
+the bounded safe loader of `yaml_input`, applies `key.path=value` overrides, fills in defaults and
 checks every key; anything wrong raises `ConfigError`, whose one-line message
 names the key path, the value given and what is allowed.
 
@@ -22,8 +22,9 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from framework import algorithms
-from framework.train import backends
-from framework.train.schema import ConfigError, Field, bad_value, merge_schemas, short_repr, validate_section
+from framework.train import backends, yaml_input
+from framework.train.schema import (MAX_TEXT, ConfigError, Field, bad_value, merge_schemas, printable, short_repr,
+                                    validate_section)
 
 Config = dict[str, Any]
 
@@ -33,10 +34,26 @@ def _check_device(value: str) -> str | None:
     return "cpu or cuda:N (N a device index)"
 
 
+MAX_NAME = 200
+"""Characters of `experiment`: the run directory's name adds 20 to it, and a name may have 255."""
+
+
 def _check_name(value: str) -> str | None:
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+    if len(value) <= MAX_NAME and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
         return None
-    return "a name of letters, digits, '.', '_' and '-' (it prefixes the run directory)"
+    return f"a name of letters, digits, '.', '_' and '-', at most {MAX_NAME} (it prefixes the run directory)"
+
+
+MAX_SECONDS = 1e9
+"""Durations and intervals (about 31 years): longer means never, and it fits sleep and thread timeouts."""
+MAX_JOIN_TIMEOUT_S = 86_400.0
+"""`trainer.join_timeout_s`: joining a process waits in poll(), whose timeout (ms) must fit a C int (24.8 days)."""
+MAX_STEPS = 2**62
+"""Step and update counts: int64 counters, summed over workers, must not overflow."""
+MAX_WORKERS = 1024
+MAX_RESTARTS = 1_000_000
+MAX_EVAL_EPISODES = 10_000
+"""Episodes of one evaluation: an algorithm may run them all at once (A3C steps one environment per episode)."""
 
 
 CORE_SCHEMA: dict[str, Any] = {
@@ -55,27 +72,27 @@ CORE_SCHEMA: dict[str, Any] = {
         "lr_end_factor": Field("float", 0.0, low=0.0, high=1.0),
     },
     "trainer": {
-        "workers": Field("int", 2, low=1, high=1024),
+        "workers": Field("int", 2, low=1, high=MAX_WORKERS),
         "start_method": Field("str", "spawn", choices=("spawn", "forkserver", "fork")),
         "sharing_strategy": Field("str", "file_descriptor", choices=("file_descriptor", "file_system")),
         "device": Field("str", "cpu", check=_check_device),
         "backend": Field("str", "local", choices=backends.names()),
-        "total_steps": Field("int", 2_000_000, low=1),
-        "max_seconds": Field("float", 300.0, low=0.0, low_open=True),
+        "total_steps": Field("int", 2_000_000, low=1, high=MAX_STEPS),
+        "max_seconds": Field("float", 300.0, low=0.0, low_open=True, high=MAX_SECONDS),
         "on_worker_failure": Field("str", "abort", choices=("abort", "restart")),
-        "max_restarts": Field("int", 10, low=0),
-        "checkpoint_every_s": Field("float", 60.0, low=0.0, low_open=True),
-        "eval_every_s": Field("float", 0.0, low=0.0),
-        "eval_episodes": Field("int", 10, low=1),
-        "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True),
+        "max_restarts": Field("int", 10, low=0, high=MAX_RESTARTS),
+        "checkpoint_every_s": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS),
+        "eval_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS),
+        "eval_episodes": Field("int", 10, low=1, high=MAX_EVAL_EPISODES),
+        "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=MAX_JOIN_TIMEOUT_S),
         "compile": Field("bool", True),
     },
     "logging": {
         "logdir": Field("str", "runs"),
         "tensorboard": Field("bool", True),
         "progress": Field("bool", True),
-        "log_every_s": Field("float", 1.0, low=0.0, low_open=True),
-        "histogram_every": Field("int", 100, low=0),
+        "log_every_s": Field("float", 1.0, low=0.0, low_open=True, high=MAX_SECONDS),
+        "histogram_every": Field("int", 100, low=0, high=MAX_STEPS),
         "hparams": Field("str_list", ["optimizer.name", "optimizer.lr", "trainer.workers"]),
     },
 }
@@ -174,43 +191,31 @@ def _check_combinations(config: Config) -> None:
 
 
 def read_yaml(path: str | Path) -> Any:
-    """The parsed contents of a YAML file (safe loader only); ConfigError if missing or malformed."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"config file '{path}': not found; allowed: a path to a YAML file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file '{path}': cannot be read ({type(exc).__name__}); "
-                          f"allowed: a readable UTF-8 YAML file") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.constructor.ConstructorError as exc:
-        mark = exc.problem_mark
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"config file '{path}'{where}: {exc.problem}; allowed: plain YAML values "
-                          f"(Python tags are refused)") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "malformed"
-        raise ConfigError(f"config file '{path}'{where}: malformed YAML ({problem}); "
-                          f"allowed: a YAML mapping of sections") from None
-    return {} if data is None else data
+    """The parsed contents of a YAML file (safe, bounded: see yaml_input); ConfigError if missing or refused."""
+    return yaml_input.read_file(path)
+
+
+def _shown(text: str) -> str:
+    return printable(repr(text), limit=200)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """`a.b=value` as (["a", "b"], value), the value parsed as a YAML scalar."""
+    """`a.b=value` as (["a", "b"], value), the value parsed as YAML (with the bounds of yaml_input)."""
     key, sep, value = text.partition("=")
     parts = key.strip().split(".")
-    if not sep or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
-        raise ConfigError(f"--set {text!r}: not of the form key.path=value; allowed: e.g. "
+    if not sep or len(key) > MAX_TEXT or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+        raise ConfigError(f"--set {_shown(text)}: not of the form key.path=value; allowed: e.g. "
                           f"--set optimizer.lr=0.0005")
+    if len(value) > yaml_input.MAX_BYTES:
+        raise ConfigError(f"--set {_shown(text)}: a value of {len(value)} characters; allowed: at most "
+                          f"{yaml_input.MAX_BYTES}")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else None
+        parsed = yaml_input.parse(value) if value.strip() else None
+    except yaml_input.Refused as exc:
+        raise ConfigError(f"--set {_shown(text)}: {exc.problem}; allowed: {exc.allowed}") from None
     except yaml.YAMLError:
-        raise ConfigError(f"--set {text!r}: value {value!r} is not a YAML value; allowed: a number, "
-                          f"true/false, null, a string or a [list]") from None
+        raise ConfigError(f"--set {_shown(text)}: value {short_repr(value)} is not a YAML value; allowed: a "
+                          f"number, true/false, null, a string or a [list]") from None
     return parts, parsed
 
 
@@ -225,7 +230,7 @@ def apply_overrides(raw: Any, overrides: Sequence[str]) -> Any:
         for i, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {text!r}: '{'.'.join(parts[:i + 1])}' is a value, not a section; "
+                raise ConfigError(f"--set {_shown(text)}: '{'.'.join(parts[:i + 1])}' is a value, not a section; "
                                   f"allowed: a key path that ends at a value")
         node[parts[-1]] = value
     return out
@@ -236,9 +241,9 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     return validate(apply_overrides(read_yaml(path), overrides))
 
 
-def dump_config(config: Config, path: str | Path) -> None:
-    """Write a resolved config as YAML (the run directory's config.yaml)."""
-    Path(path).write_text(yaml.safe_dump(config, sort_keys=False, default_flow_style=None))
+def config_text(config: Config) -> str:
+    """A resolved config as YAML text (what the run directory's config.yaml holds)."""
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=None)
 
 
 def get_path(config: Config, dotted: str) -> Any:

@@ -5,15 +5,15 @@ TensorBoard scalars and histograms, shows progress, checkpoints atomically,
 evaluates every `trainer.eval_every_s`, handles workers that end (abort, or
 restart up to `max_restarts`), and stops the run on total steps, wall time,
 the target mean return, an evaluation's own target, too many non-finite
-updates in a row, or a signal. Everything it works with is passed in: the
-launch (config, algorithm, shared model, optimizer, statistics), the backend
-class, the writer, and where the checkpoint and summary go.
+updates in a row, or a stop signal (which also ends the start of workers
+early). Everything it works with is passed in: the launch (config,
+algorithm, shared model, optimizer, statistics), the backend, the writer,
+and where the checkpoint and summary go.
 """
 from __future__ import annotations
 
 import collections
 import json
-import os
 import signal
 import time
 from dataclasses import dataclass
@@ -24,10 +24,11 @@ import numpy as np
 
 from framework.algorithms.base import Evaluation
 from framework.device import to_host
-from framework.train.backends.base import Backend, Launch
+from framework.train.backends.base import Backend, Launch, WorkerExit
 from framework.train.checkpoint import CheckpointError, save_checkpoint
 from framework.train.config import get_path
 from framework.train.progress import Progress
+from framework.train.run_dir import write_atomically
 from framework.train.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
 
 _POLL_S = 0.05
@@ -46,15 +47,39 @@ def model_state(model: Any) -> dict[str, np.ndarray]:
     return {name: to_host(value.data_array, copy=True) for name, value in model.state_dict().items()}
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write data as JSON to path atomically; on failure (OSError) no temp file is left."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+def _ranges(numbers: list[int]) -> str:
+    """Sorted numbers as runs: [0, 1, 2, 5] -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+_ALIKE_LIMIT = 3
+
+
+def exit_lines(exits: list[WorkerExit]) -> list[str]:
+    """What to say about workers that did not end cleanly: each report, but one line for more than _ALIKE_LIMIT
+    that ended the same way without a traceback (hundreds of workers stopped while still starting)."""
+    lines: list[str] = []
+    alike: dict[str, list[int]] = {}
+    for ended in exits:
+        if ended.clean:
+            continue
+        how = ended.summary.removeprefix(f"worker {ended.rank} ")
+        if ended.traceback or how == ended.summary:
+            lines.append(ended.report())
+        else:
+            alike.setdefault(how, []).append(ended.rank)
+    for how, ranks in alike.items():
+        if len(ranks) > _ALIKE_LIMIT:
+            lines.append(f"workers {_ranges(ranks)} ({len(ranks)} in all) each {how}")
+        else:
+            lines += [f"worker {rank} {how}" for rank in ranks]
+    return lines
 
 
 class RunState:
@@ -84,10 +109,10 @@ class RunState:
 class Monitor:
     """The main process's loop for one run."""
 
-    def __init__(self, launch: Launch, backend_class: Callable[[Launch], Backend], run: RunState, writer: Any,
+    def __init__(self, launch: Launch, pool: Backend, run: RunState, writer: Any,
                  checkpoint_file: Path, summary_file: Path, *, say: Callable[[str], None],
                  stop_signal: Callable[[], int | None], progress_stream: TextIO | None = None):
-        self.launch, self.backend_class = launch, backend_class
+        self.launch, self.pool = launch, pool
         self.algorithm = launch.algorithm
         self.cfg = launch.config
         self.tcfg = launch.config["trainer"]
@@ -103,12 +128,13 @@ class Monitor:
         self.checkpoint_failed = False
         self.checkpoint_error: str | None = None  # the last periodic failure, reported once until it changes
         self.eval_stop: str | None = None
+        self.evaluation_error: str | None = None  # the last failed evaluation, reported once until it changes
         self.start = time.monotonic()
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> RunResult:
         tcfg = self.tcfg
-        pool = self.backend_class(self.launch)
+        pool = self.pool
         start = self.start = time.monotonic()
         first = self.stats.snapshot()
         progress = Progress(tcfg["total_steps"], first.total(STEPS),
@@ -118,7 +144,7 @@ class Monitor:
         last_hist_updates = first.total(UPDATES)
         reason = None
         try:
-            pool.start()
+            reason = self._start_workers(pool)
             while reason is None:
                 time.sleep(_POLL_S)
                 reason = self._handle_exits(pool)
@@ -140,9 +166,8 @@ class Monitor:
         finally:
             exits = pool.stop(tcfg["join_timeout_s"])
             progress.close()
-        for ended in exits:
-            if not ended.clean:
-                self.say(ended.report())
+        for line in exit_lines(exits):
+            self.say(line)
         end = time.monotonic()
         self._collect_episodes()
         snap = self.stats.snapshot()
@@ -150,12 +175,17 @@ class Monitor:
         self._maybe_histograms(snap, last_hist_updates)  # a run shorter than one log interval gets them too
         self._checkpoint(snap, end, final=True)
         summary = self._summary(snap, end, first, reason, pool.restarts)
+        final_evaluation_failed = False
         if self.algorithm.evaluate_at_end or tcfg["eval_every_s"] > 0:  # the eval/ series ends at the final model
-            summary["evaluation"] = self._evaluate(snap).metrics
-        exit_code = 1 if (self.failed or self.checkpoint_failed) else 0
+            result = self._evaluate(snap, final=True)
+            final_evaluation_failed = result is None
+            if result is not None:
+                summary["evaluation"] = result.metrics
+        exit_code = 1 if (self.failed or self.checkpoint_failed or final_evaluation_failed) else 0
         summary["exit_code"] = exit_code
         try:
-            _write_json(self.summary_file, summary)
+            text = (json.dumps(summary, indent=2) + "\n").encode()
+            write_atomically(self.summary_file, lambda f: f.write(text))
         except OSError as exc:
             self.say(f"could not write '{self.summary_file}': {exc.strerror or exc}")
             exit_code = summary["exit_code"] = 1
@@ -168,6 +198,16 @@ class Monitor:
         return self.run_state.wall_offset + (now - self.start)
 
     # -- decisions --------------------------------------------------------------------------
+    def _start_workers(self, pool: Backend) -> str | None:
+        """Start the workers, no further one once a stop signal came; a failure to start one stops the run."""
+        try:
+            pool.start(cancelled=lambda: self.stop_signal() is not None)
+        except OSError as exc:
+            self.failed = f"a worker could not be started: {exc.strerror or exc}"
+            self.say(f"stopping the run: {self.failed}")
+            return "worker failure"
+        return None
+
     def _handle_exits(self, pool: Backend) -> str | None:
         for ended in pool.poll():
             if ended.clean:
@@ -253,8 +293,16 @@ class Monitor:
             self.writer.histogram(f"params/{name}", values, snap.total(STEPS))
         return updates
 
-    def _evaluate(self, snap: Any) -> Evaluation:
-        result = self.algorithm.evaluate(self.model, self.cfg, self.tcfg["eval_episodes"], self.cfg["seed"])
+    def _evaluate(self, snap: Any, final: bool = False) -> Evaluation | None:
+        """Evaluate the shared model and log it; None when the evaluation raised (reported, training goes on)."""
+        try:
+            result = self.algorithm.evaluate(self.model, self.cfg, self.tcfg["eval_episodes"], self.cfg["seed"])
+        except Exception as exc:  # an environment that raises, no memory for the test set: the run's own problem
+            message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            if final or message != self.evaluation_error:
+                self.say(f"{'final ' if final else ''}evaluation failed: {message}")
+            self.evaluation_error = message
+            return None
         if self.writer is not None:
             self.writer.scalars({f"eval/{k}": v for k, v in result.metrics.items()}, snap.total(STEPS))
         if result.stop is not None and self.eval_stop is None:

@@ -1,10 +1,58 @@
-"""Terminal progress for a run: a tqdm bar on stderr when it is a terminal, nothing otherwise."""
+"""What a run shows on the terminal: a tqdm bar on stderr when it is a terminal, and streams a hangup cannot break.
+
+Closing the terminal of a run sends it SIGHUP (it then stops as for SIGTERM),
+and from then on every write to that terminal fails with EIO (a closed pipe:
+EPIPE). `Output` wraps stderr and stdout so that such a failure only ends the
+output: the descriptor is pointed at /dev/null, so neither the run's next line
+nor Python's flush at exit fails (which would make the exit code 120).
+"""
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
 from tqdm import tqdm
+
+
+class Output:
+    """A text stream whose writes stop, silently, once its terminal or pipe has gone away."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.lost = False
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                return self._stream.write(text)
+            except OSError:
+                self._lose()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except OSError:
+                self._lose()
+
+    def isatty(self) -> bool:
+        return not self.lost and self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def _lose(self) -> None:
+        self.lost = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # a stream without a descriptor (a StringIO)
+            pass
 
 
 class Progress:

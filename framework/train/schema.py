@@ -5,16 +5,34 @@ checks a raw mapping against one and fills in defaults; every problem raises
 `ConfigError` with a one-line message naming the key path, the value given and
 what is allowed. This module imports nothing else of the project, so the
 algorithm plugins can declare their sections with it.
+
+Whatever a raw config holds, validating it takes bounded time and memory and
+its message stays one short line: strings, lists and free-form mappings have
+size limits, integers must fit int64, and values are shown by `short_repr`,
+which never builds the full repr of a big value (a list that aliases itself a
+million times over, an integer of 5000 digits).
 """
 from __future__ import annotations
 
 import copy
 import math
 import re
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 Config = dict[str, Any]
+
+
+MAX_TEXT = 4096
+"""Characters in a string value (PATH_MAX: a path may be this long)."""
+MAX_ITEMS = 1024
+"""Items in a list value."""
+MAX_MAPPING_VALUES = 10_000
+"""Values (nested ones included) in a free-form mapping such as `env.kwargs`."""
+MAX_MAPPING_DEPTH = 16
+"""Nesting levels in a free-form mapping."""
+INT64_MAX = 2**63 - 1
 
 
 class ConfigError(ValueError):
@@ -45,16 +63,21 @@ class Field:
         if self.choices is not None:
             text = "one of " + ", ".join(str(c) for c in self.choices)
         else:
-            text = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-                    "int_list": "a list of integers", "float_list": "a list of numbers",
-                    "str_list": "a list of strings", "mapping": "a mapping of keyword arguments"}[self.kind]
+            text = {"int": "an integer", "float": "a number", "bool": "true or false",
+                    "str": f"a string of at most {MAX_TEXT} characters", "int_list": "a list of integers",
+                    "float_list": "a list of numbers", "str_list": "a list of strings",
+                    "mapping": f"a mapping of keyword arguments (plain values, at most {MAX_MAPPING_VALUES} in "
+                               f"all, nested at most {MAX_MAPPING_DEPTH} deep)"}[self.kind]
             bounds = []
             if self.low is not None:
                 bounds.append(f"{'>' if self.low_open else '>='} {_num(self.low)}")
-            if self.high is not None:
-                bounds.append(f"<= {_num(self.high)}")
+            high = INT64_MAX if self.high is None and self.kind in ("int", "int_list") else self.high
+            if high is not None:
+                bounds.append(f"<= {_num(high)}")
             if bounds:
                 text += " " + " and ".join(bounds)
+            if self.kind.endswith("_list"):
+                text += f" (at most {MAX_ITEMS} items)"
         return text + (" or null" if self.nullable else "")
 
     def validate(self, path: str, value: Any) -> Any:
@@ -71,7 +94,7 @@ class Field:
         items = converted if isinstance(converted, list) else [converted]
         if self.kind in ("int", "float", "int_list", "float_list"):
             for item in items:
-                if not math.isfinite(item) or self._out_of_range(item):
+                if self._out_of_range(item) or not math.isfinite(item):
                     raise bad_value(path, value, self.allowed())
         if self.check is not None:
             problem = self.check(converted)
@@ -80,6 +103,8 @@ class Field:
         return converted
 
     def _out_of_range(self, x: float) -> bool:
+        if isinstance(x, int) and abs(x) > INT64_MAX:
+            return True
         if self.low is not None and (x < self.low or (self.low_open and x == self.low)):
             return True
         return self.high is not None and x > self.high
@@ -95,7 +120,7 @@ def _num(x: float) -> str:
 
 def bad_value(path: str, value: Any, allowed: str) -> ConfigError:
     """The ConfigError for `value` at key `path`, with what is allowed there."""
-    return ConfigError(f"config key '{path}': got {short_repr(value)}; allowed: {allowed}")
+    return ConfigError(f"config key '{printable(path)}': got {short_repr(value)}; allowed: {allowed}")
 
 
 def _convert(kind: str, value: Any) -> Any:
@@ -106,28 +131,70 @@ def _convert(kind: str, value: Any) -> Any:
         return value if isinstance(value, int) and not isinstance(value, bool) else _INVALID
     if kind == "float":
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
+            return float(value) if not isinstance(value, int) or abs(value) <= INT64_MAX else _INVALID
+        if isinstance(value, str) and len(value) <= 64 and _FLOAT_TEXT.match(value.strip()):
             return float(value)
         return _INVALID
     if kind == "str":
-        return value if isinstance(value, str) and value else _INVALID
+        return value if isinstance(value, str) and 0 < len(value) <= MAX_TEXT else _INVALID
     if kind == "mapping":
-        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+        ok = isinstance(value, dict) and _plain_data(value, [MAX_MAPPING_VALUES], MAX_MAPPING_DEPTH)
         return dict(value) if ok else _INVALID
     if kind.endswith("_list"):
-        if not isinstance(value, list):
+        if not isinstance(value, list) or len(value) > MAX_ITEMS:
             return _INVALID
         items = [_convert(kind[:-5], item) for item in value]
         return _INVALID if any(i is _INVALID for i in items) else items
     raise AssertionError(f"unknown field kind {kind}")
 
 
+def _plain_data(value: Any, budget: list[int], depth: int) -> bool:
+    """True when value is YAML-like data (str keys) within `depth` levels and `budget[0]` values (spent here)."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth < 0:
+        return False
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and len(k) <= MAX_TEXT and _plain_data(v, budget, depth - 1)
+                   for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_plain_data(v, budget, depth - 1) for v in value)
+    if isinstance(value, str):
+        return len(value) <= MAX_TEXT
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) <= INT64_MAX
+    return value is None or isinstance(value, (bool, float))
+
+
+class _ShortRepr(reprlib.Repr):
+    """reprlib's bounded repr (a few items per level, a few levels), also for integers too long to print."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxdict, self.maxlist, self.maxtuple, self.maxset = 3, 4, 6, 6, 6
+        self.maxstring, self.maxother = 50, 50
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 200:
+            return f"<an integer of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_SHORT_REPR = _ShortRepr()
+
 
 def short_repr(value: Any) -> str:
-    """repr(value) cut to 60 characters, for one-line messages."""
-    text = repr(value)
+    """A repr of value for one-line messages: at most 60 characters, built without a full repr of a big value."""
+    text = printable(_SHORT_REPR.repr(value), limit=1000)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """text with line breaks and other control characters escaped, cut in the middle beyond `limit` characters."""
+    if len(text) > limit:
+        text = text[:limit // 2] + "..." + text[-(limit // 2):]
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def validate_section(schema: Mapping[str, Any], raw: Any, prefix: str = "") -> dict[str, Any]:
@@ -136,7 +203,8 @@ def validate_section(schema: Mapping[str, Any], raw: Any, prefix: str = "") -> d
         raise bad_value(prefix.rstrip("."), raw, "a mapping with keys " + ", ".join(schema))
     for key in raw:
         if key not in schema:
-            raise ConfigError(f"config key '{prefix}{key}': unknown key; allowed here: " + ", ".join(schema))
+            name = printable(key) if isinstance(key, str) else short_repr(key)
+            raise ConfigError(f"config key '{prefix}{name}': unknown key; allowed here: " + ", ".join(schema))
     out: dict[str, Any] = {}
     for key, spec in schema.items():
         path = prefix + key

@@ -1,11 +1,24 @@
-"""TensorBoard event files written with the `tensorboard` package's own writer and protos (no TensorFlow).
+"""TensorBoard event files written with the `tensorboard` package's own record format and protos (no TensorFlow).
 
 Scalars, histograms and the hparams plugin's experiment/session records, so
 `tensorboard --logdir runs` shows a run's curves, weight distributions and its
 hyperparameters next to the final return.
+
+Records are buffered in memory and appended to the event file by the
+caller's thread every `flush_secs` (opening it for that moment only, as
+tensorboard's own file layer does), rather than by tensorboard's
+EventFileWriter, whose background thread dies on the first failed write
+(disk full, read-only) and prints a raw "Exception in thread" traceback of
+its own. Here a failure is an OSError in the call that made it, reported in
+one line. The monitor logs a few records a second: appending them costs it
+one open and write every few seconds.
 """
 from __future__ import annotations
 
+import io
+import itertools
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -13,7 +26,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import summary_v2 as hparams_summary
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+_NUMBERS = itertools.count()
+"""Event files this process made: part of each name, as in tensorboard's own writer."""
 
 
 class TensorBoardWriter:
@@ -25,10 +41,34 @@ class TensorBoardWriter:
     """
 
     def __init__(self, logdir: str | Path, flush_secs: float = 5.0, on_error: Callable[[str], None] | None = None):
+        """Create the event file (OSError when that fails: the caller decides whether the run can start)."""
         self._logdir = logdir
         self._on_error = on_error
         self._failed = False
-        self._writer = EventFileWriter(str(logdir), flush_secs=flush_secs)
+        self._flush_secs = flush_secs
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(_NUMBERS)}"
+        Path(logdir).mkdir(parents=True, exist_ok=True)
+        self._path = Path(logdir) / name
+        self._pending = io.BytesIO()
+        self._records = RecordWriter(self._pending)
+        version = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+        self._records.write(version.SerializeToString())
+        with open(self._path, "xb") as f:
+            f.write(self._take())
+        self._next_flush = time.monotonic() + flush_secs
+
+    def _take(self) -> bytes:
+        """The records not yet written, removed from the buffer."""
+        data = self._pending.getvalue()
+        self._pending.seek(0)
+        self._pending.truncate()
+        return data
+
+    def _append(self) -> None:
+        data = self._take()
+        if data:
+            with open(self._path, "ab") as f:
+                f.write(data)
 
     def _guard(self, action: Callable[[], None]) -> None:
         """Run one call of the event writer unless writing already failed; a failure turns the writer off."""
@@ -45,7 +85,9 @@ class TensorBoardWriter:
     def _write(self, summary: summary_pb2.Summary, step: int, wall_time: float | None = None) -> None:
         event = event_pb2.Event(wall_time=time.time() if wall_time is None else wall_time, step=int(step),
                                 summary=summary)
-        self._guard(lambda: self._writer.add_event(event))
+        self._guard(lambda: self._records.write(event.SerializeToString()))
+        if time.monotonic() >= self._next_flush:
+            self.flush()
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         """One scalar per tag at step."""
@@ -82,8 +124,9 @@ class TensorBoardWriter:
 
     def flush(self) -> None:
         """Write buffered events to disk."""
-        self._guard(self._writer.flush)
+        self._next_flush = time.monotonic() + self._flush_secs
+        self._guard(self._append)
 
     def close(self) -> None:
-        """Flush and close the event file."""
-        self._guard(self._writer.close)
+        """Write what is buffered; the writer keeps no file open."""
+        self.flush()

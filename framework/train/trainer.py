@@ -1,40 +1,49 @@
 """The trainer: builds and shares the model, restores a checkpoint, and hands the run to a backend and the monitor.
 
-`Trainer.run` builds the algorithm's model and optimizer, moves them into
-shared memory (one parameter arena; on `trainer.device: cuda:N` into that
-GPU's memory, reaching workers as CUDA IPC handles), makes the run statistics,
-loads the checkpoint of a resumed run, writes the resolved config, and runs
-the `Monitor` over the backend named by `trainer.backend`. A run directory
-holds config.yaml, the event files, checkpoints/checkpoint.npz and, at the
-end, summary.json. Checkpoints and histograms hold host copies of the
-parameters, so a checkpoint resumes or evaluates on any device.
+`Trainer.run` works in two phases. Start-up does everything that can be
+refused without leaving a trace: it builds the algorithm's model and
+optimizer, moves them into shared memory (one parameter arena; on
+`trainer.device: cuda:N` into that GPU's memory, reaching workers as CUDA
+IPC handles), makes the run statistics, checks and loads the checkpoint of
+a resumed run, checks the room the run needs (`startup`) and makes the
+backend. Only then is the run directory made (or, resumed, locked and
+cleared of leftovers), config.yaml written and the `Monitor` started over
+the backend. A refusal in start-up (bad checkpoint, no room, a stop signal)
+leaves no directory and a resumed one byte-identical; once training runs,
+stopping is the monitor's. A run directory holds config.yaml, the event
+files, checkpoints/checkpoint.npz and, at the end, summary.json.
+Checkpoints and histograms hold host copies of the parameters, so a
+checkpoint resumes or evaluates on any device.
 """
 from __future__ import annotations
 
-import signal
+import contextlib
+import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any, TextIO
 
 import sharing
 from framework import algorithms
 from framework.device import cuda_device_count, use_device
-from framework.train import backends
-from framework.train.backends.base import Launch
+from framework.train import backends, resume, run_dir, startup
+from framework.train.backends.base import Backend, Launch
 from framework.train.checkpoint import CheckpointError, load_checkpoint
-from framework.train.config import Config, ConfigError, dump_config
+from framework.train.config import Config, ConfigError, config_text
 from framework.train.monitor import Monitor, RunResult, RunState, model_state
+from framework.train.progress import Output
 from framework.train.run_stats import RunStats
+from framework.train.schema import printable
+from framework.train.startup import RunError
+from framework.train.stop_signals import StopSignals
 
 CONFIG_FILE = "config.yaml"
-CHECKPOINT = Path("checkpoints") / "checkpoint.npz"
+CHECKPOINT = Path(run_dir.CHECKPOINTS) / "checkpoint.npz"
+CHECKPOINT_META_BYTES = 4 << 20
+"""The most a checkpoint holds besides parameters and optimizer state (run counters, recent returns, JSON)."""
 
-__all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer", "checkpoint_path", "load_model_state", "model_state"]
-
-
-class RunError(RuntimeError):
-    """A run that cannot start (e.g. no room in shared memory for the model); the message is one line."""
+__all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer", "checkpoint_path", "load_model_state", "model_state",
+           "read_checkpoint"]
 
 
 def checkpoint_path(run_dir: str | Path) -> Path:
@@ -55,25 +64,69 @@ def load_model_state(model: Any, state: dict[str, Any], source: Path) -> None:
         raise CheckpointError(f"checkpoint '{source}' does not fit the model of this config: {one_line(exc)}") from None
 
 
-class Trainer:
-    """One training run (new or resumed) in run_dir with a validated config."""
+def read_checkpoint(run: Path, config: Config, model: Any) -> dict[str, Any]:
+    """The checked checkpoint of a run directory, its parameters loaded into model; CheckpointError otherwise.
 
-    def __init__(self, config: Config, run_dir: str | Path, *, resume: bool = False, log: TextIO | None = None):
+    Nothing of a checkpoint larger than this model (and optimizer state of up to
+    four arrays per parameter) could use is read.
+    """
+    path = checkpoint_path(run)
+    params = sum(value.nbytes for value in model_state(model).values())
+    saved = load_checkpoint(path, max_bytes=5 * params + CHECKPOINT_META_BYTES)
+    resume.check_saved_state(saved, path, config["algorithm"]["name"])
+    load_model_state(model, saved["model"], path)
+    return saved
+
+
+class Trainer:
+    """One training run: a new one (made under logging.logdir once it can start) or the one in run_dir, resumed.
+
+    `signals` are the stop signals of the command (installed by the caller);
+    without them, the run installs its own while it runs.
+    """
+
+    def __init__(self, config: Config, run_dir: str | Path | None = None, *, resume: bool = False,
+                 log: TextIO | None = None, signals: StopSignals | None = None):
         self.config = config
-        self.run_dir = Path(run_dir)
+        self.run_dir = None if run_dir is None else Path(run_dir)
         self.resume = resume
-        self._log = log or sys.stderr
+        self._log = Output(log or sys.stderr)
         self.algorithm = algorithms.get(config["algorithm"]["name"])
-        self._signal: int | None = None
+        self._own_signals = signals is None
+        self.signals = signals or StopSignals()
 
     def say(self, text: str) -> None:
         """One line for the person running train (stderr)."""
         print(text, file=self._log, flush=True)
 
     def stop_signal(self) -> int | None:
-        """The signal (SIGINT, SIGTERM) that asked the run to stop, or None."""
-        return self._signal
+        """The signal (SIGINT, SIGTERM, SIGHUP) that asked the run to stop, or None."""
+        return self.signals.received
 
+    def run(self) -> RunResult:
+        """Train until a stop condition; the exit code is 0 (finished or stopped by a signal) or 1 (failed).
+
+        Raises ConfigError, CheckpointError or RunError when the run is refused,
+        and stop_signals.Interrupted when a stop signal came first; either way
+        nothing was written.
+        """
+        with self.signals if self._own_signals else contextlib.nullcontext():
+            with contextlib.ExitStack() as held:
+                if self.resume:
+                    lock = run_dir.lock(self.run_dir)
+                    held.callback(os.close, lock)
+                launch, run, pool = self._start_up()
+                try:
+                    writer = self._fill_run_directory(held)
+                except BaseException:
+                    pool.stop(0.0)
+                    raise
+                monitor = Monitor(launch, pool, run, writer, checkpoint_path(self.run_dir),
+                                  self.run_dir / "summary.json", say=self.say, stop_signal=self.stop_signal,
+                                  progress_stream=self._log)
+                return monitor.run()
+
+    # -- start-up: nothing is written -------------------------------------------------------------
     def _check_device(self) -> None:
         device = self.config["trainer"]["device"]
         if device == "cpu":
@@ -86,11 +139,53 @@ class Trainer:
             raise ConfigError(f"config key 'trainer.device': got {device!r}; allowed: cpu or cuda:0 to "
                               f"cuda:{count - 1} ({count} CUDA device{'s' if count > 1 else ''} here)")
 
-    def _build(self) -> tuple[Any, Any, RunStats]:
+    def _start_up(self) -> tuple[Launch, RunState, Backend]:
+        """The shared model, optimizer and statistics, the run state and the backend, once the run can start."""
+        cfg, tcfg = self.config, self.config["trainer"]
+        check = self.signals.check
+        self._check_device()
+        use_device(tcfg["device"])
+        sharing.set_sharing_strategy(tcfg["sharing_strategy"])
+        try:
+            model = self.algorithm.build_model(cfg)
+        except MemoryError as exc:
+            raise RunError(f"cannot build the model of this config: {one_line(exc)}") from None
+        check()
+        saved = read_checkpoint(self.run_dir, cfg, model) if self.resume else None
+        check()
+        startup.check_semaphore_room()
+        model, optimizer, stats = self._share(model)
+        check()
+        run = RunState(tcfg["workers"], self.algorithm.window(cfg))
+        if saved is not None:
+            path = checkpoint_path(self.run_dir)
+            dropped = resume.load_optimizer_state(optimizer, saved["optimizer"], path)
+            if dropped:
+                self.say(f"resuming with the config's optimizer options: the saved {', '.join(dropped)} "
+                         f"(not kept with these options) is dropped")
+            run.restore(saved["run"], stats)
+        startup.ensure_descriptors(tcfg["workers"])
+        checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * run.window.maxlen + (64 << 10)
+                            + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values()))
+        startup.check_disk(self.run_dir if self.resume else Path(cfg["logging"]["logdir"]),
+                           len(config_text(cfg)) + 2 * checkpoint_bytes + startup.EVENTS_ROOM)
+        check()
+        launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations)
+        try:
+            pool = backends.backend_class(tcfg["backend"])(launch)
+        except (OSError, MemoryError) as exc:
+            raise RunError(f"cannot prepare the workers' shared objects: {one_line(exc)}") from None
+        try:
+            check()
+        except BaseException:
+            pool.stop(0.0)
+            raise
+        return launch, run, pool
+
+    def _share(self, model: Any) -> tuple[Any, Any, RunStats]:
         """The model and optimizer in shared memory (on trainer.device), and the run statistics."""
         cfg, tcfg = self.config, self.config["trainer"]
         device = tcfg["device"]
-        model = self.algorithm.build_model(cfg)
         try:
             model.to(device).share_memory()  # on CUDA the arena is one device allocation, sent as an IPC handle
             optimizer = self.algorithm.build_optimizer(model, cfg)  # its state lives with the parameters
@@ -100,60 +195,34 @@ class Trainer:
         except (OSError, MemoryError) as exc:  # CuPy's OutOfMemoryError is a MemoryError
             where = "shared memory" if device == "cpu" else f"{device} memory and shared memory"
             raise RunError(f"cannot place the model, optimizer state and run statistics in {where} "
-                           f"({tcfg['sharing_strategy']}): {exc}") from exc
+                           f"({tcfg['sharing_strategy']}): {one_line(exc)}") from None
         return model, optimizer, stats
 
-    def _restore(self, model: Any, optimizer: Any, stats: RunStats, run: RunState) -> None:
-        """Load the run directory's checkpoint into the run; CheckpointError (nothing written) if it does not fit."""
-        path = checkpoint_path(self.run_dir)
-        saved = load_checkpoint(path)
-        load_model_state(model, saved["model"], path)
-        try:
-            optimizer.load_state_dict(saved["optimizer"])
-        except (KeyError, ValueError, RuntimeError, TypeError, IndexError) as exc:
-            raise CheckpointError(f"checkpoint '{path}' holds optimizer state that does not fit: "
-                                  f"{one_line(exc)}") from None
-        run.restore(saved["run"], stats)
+    # -- the run directory ------------------------------------------------------------------------
+    def _fill_run_directory(self, held: contextlib.ExitStack) -> Any:
+        """Make (or, resumed, clear) the run directory, write config.yaml and open the event file; the writer.
 
-    def run(self) -> RunResult:
-        """Train until a stop condition; returns the exit code (0 finished or stopped by signal, 1 failed)."""
-        tcfg = self.config["trainer"]
-        self._check_device()
-        use_device(tcfg["device"])
-        sharing.set_sharing_strategy(tcfg["sharing_strategy"])
-        model, optimizer, stats = self._build()
-        run = RunState(tcfg["workers"], self.algorithm.window(self.config))
-        if self.resume:
-            self._restore(model, optimizer, stats, run)
-        try:  # written once the checkpoint is known to fit, so a refused resume changes nothing
-            dump_config(self.config, self.run_dir / CONFIG_FILE)
-            (self.run_dir / CHECKPOINT.parent).mkdir(parents=True, exist_ok=True)
+        A new directory that cannot be filled is removed again (RunError).
+        """
+        made = None
+        if not self.resume:
+            made = run_dir.NewRunDir(self.config["logging"]["logdir"], self.config["experiment"])
+            self.run_dir = made.path
+            held.callback(os.close, run_dir.lock(self.run_dir))
+        try:
+            for leftover in run_dir.remove_leftovers(self.run_dir):
+                self.say(f"removed '{printable(leftover)}', left by a write that never finished")
+            text = config_text(self.config).encode()
+            run_dir.write_atomically(self.run_dir / CONFIG_FILE, lambda f: f.write(text))
+            (self.run_dir / CHECKPOINT.parent).mkdir(exist_ok=True)
+            writer = None
+            if self.config["logging"]["tensorboard"]:
+                from framework.train.tensorboard_writer import TensorBoardWriter  # tensorboard loads only when used
+                writer = TensorBoardWriter(self.run_dir, on_error=self.say)
         except OSError as exc:
-            raise RunError(f"cannot write the run directory '{self.run_dir}': {exc.strerror or exc}") from None
+            if made is not None:
+                made.remove()
+            raise RunError(f"cannot write the run directory '{printable(str(self.run_dir))}': "
+                           f"{exc.strerror or exc}") from None
         self.say(f"run directory: {self.run_dir}")
-        launch = Launch(self.config, self.algorithm, model, optimizer, stats, run.generations)
-        writer = None
-        if self.config["logging"]["tensorboard"]:
-            from framework.train.tensorboard_writer import TensorBoardWriter  # tensorboard loads only when used
-            writer = TensorBoardWriter(self.run_dir, on_error=self.say)
-        monitor = Monitor(launch, backends.backend_class(tcfg["backend"]), run, writer,
-                          checkpoint_path(self.run_dir), self.run_dir / "summary.json", say=self.say,
-                          stop_signal=self.stop_signal, progress_stream=self._log)
-        previous = self._install_signal_handlers()
-        try:
-            return monitor.run()
-        finally:
-            self._restore_signal_handlers(previous)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._signal = signum
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        return {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        return writer

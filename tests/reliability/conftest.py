@@ -27,6 +27,14 @@ def watch(request, tmp_path, record_property):
 
 
 @pytest.fixture
+def examples(record_property):
+    """A counter a property test bumps once per generated example; the count goes into the report."""
+    counter = {"n": 0}
+    yield counter
+    record_property("measured", f"{counter['n']} generated cases")
+
+
+@pytest.fixture
 def logdir(tmp_path):
     path = tmp_path / "runs"
     path.mkdir()
@@ -40,9 +48,9 @@ def tmpfs(tmp_path):
         pytest.skip("mounting a tmpfs needs root with CAP_SYS_ADMIN")
     mounted = []
 
-    def make(name: str, size: str):
+    def make(name: str, size: str, options: str = ""):
         path = tmp_path / name
-        mount_tmpfs(path, size)
+        mount_tmpfs(path, size, options)
         mounted.append(path)
         return path
 

@@ -6,7 +6,8 @@ manager daemon inherit it, so /proc tells which processes belong to a test,
 whoever their parent is now. A `Watch` samples the /dev/shm groups they map
 while the test runs and afterwards reports what was left behind:
 processes still alive, segments of those groups still in /dev/shm, manager
-socket directories never removed.
+socket directories never removed, multiprocessing's temp directories (the fork
+server's socket lives in one) never removed.
 """
 from __future__ import annotations
 
@@ -216,6 +217,8 @@ class Watch:
                 problems.append(f"/dev/shm/{name} left behind")
                 (SHM_DIR / name).unlink(missing_ok=True)
         problems += [f"manager directory {d} left behind" for d in self.tmpdir.glob("hogshare-*")]
+        wait_until(lambda: not list(self.tmpdir.glob("pymp-*")), 10)
+        problems += [f"multiprocessing directory {d} left behind: {os.listdir(d)}" for d in self.tmpdir.glob("pymp-*")]
         return problems
 
 
@@ -224,8 +227,9 @@ class Train:
     """A `train` (or other console script) process started in the background, its output read line by line."""
 
     def __init__(self, watch: Watch, *args: object, command: str = "train", prefix: Iterable[str] = (),
-                 env: dict[str, str] | None = None, **popen):
-        argv = [*prefix, *cli_command(command), *map(str, args)]
+                 python_flags: Iterable[str] = (), env: dict[str, str] | None = None, **popen):
+        python, *rest = cli_command(command)
+        argv = [*prefix, python, *python_flags, *rest, *map(str, args)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env or watch.env(), **popen)
         self.pid = self.proc.pid
@@ -301,20 +305,22 @@ def can_mount() -> bool:
     return probe.returncode == 0
 
 
-def in_private_tmpfs(mountpoint: str | Path, size: str) -> list[str]:
-    """A command prefix: run the command in a new mount namespace that has a tmpfs of `size` at `mountpoint`.
+def in_private_tmpfs(mountpoint: str | Path, size: str, full: bool = False) -> list[str]:
+    """A command prefix: run the command in a new mount namespace that has a tmpfs of `size` at `mountpoint`
+    (filled up first when `full`).
 
     The mount is seen by the command and its children only, and goes away with them.
     """
-    script = 'mount -t tmpfs -o "size=$1,mode=1777" tmpfs "$2" && shift 2 && exec "$@"'
+    fill_up = 'cat /dev/zero > "$2/filler" 2>/dev/null; ' if full else ""
+    script = f'mount -t tmpfs -o "size=$1,mode=1777" tmpfs "$2" && {{ {fill_up}shift 2; }} && exec "$@"'
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", size, str(mountpoint)]
 
 
-def mount_tmpfs(mountpoint: Path, size: str) -> None:
-    """Mount a fresh tmpfs of `size` at mountpoint (made if missing)."""
+def mount_tmpfs(mountpoint: Path, size: str, options: str = "") -> None:
+    """Mount a fresh tmpfs of `size` (and more mount options, e.g. nr_inodes=N) at mountpoint (made if missing)."""
     mountpoint.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mountpoint)], check=True,
-                   capture_output=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}" + (f",{options}" if options else ""), "tmpfs",
+                    str(mountpoint)], check=True, capture_output=True)
 
 
 def remount(mountpoint: Path, mode: str) -> None:
@@ -325,6 +331,17 @@ def remount(mountpoint: Path, mode: str) -> None:
 def unmount(mountpoint: Path) -> None:
     """Detach a mount (lazily, so open files do not keep it)."""
     subprocess.run(["umount", "-l", str(mountpoint)], check=True, capture_output=True)
+
+
+def use_up_inodes(directory: Path) -> int:
+    """Create empty files in directory until the filesystem has no inode left; how many were made."""
+    made = 0
+    try:
+        while True:
+            (directory / f"inode-{made}").touch()
+            made += 1
+    except OSError:
+        return made
 
 
 def fill(directory: Path) -> Path:

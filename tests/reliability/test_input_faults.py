@@ -3,6 +3,7 @@ checkpoints on `--resume`, broken configs, a checkpoint carrying a pickle, a YAM
 import os
 import re
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import yaml
 
 from framework.train.checkpoint import load_checkpoint
 from reliability_support import Watch, fast_config, only_run_dir, run_cli, write_config
+from train_cli import snapshot
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,11 +31,6 @@ def finished_run(tmp_path_factory):
 @pytest.fixture
 def run_dir(finished_run, tmp_path):
     return shutil.copytree(finished_run, tmp_path / finished_run.name)
-
-
-def _snapshot(directory) -> dict[str, bytes]:
-    """Every file under directory with its bytes."""
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def _assert_one_line_error(done, command: str = "train") -> str:
@@ -68,33 +65,34 @@ def _empty(data: bytes) -> bytes:
 def test_damaged_checkpoint_is_refused_and_nothing_is_overwritten(watch, run_dir, damage):
     checkpoint = run_dir / "checkpoints" / "checkpoint.npz"
     checkpoint.write_bytes(damage(checkpoint.read_bytes()))
-    before = _snapshot(run_dir)
+    before = snapshot(run_dir)
     for command, args in (("train", ["--resume", run_dir]), ("evaluate", ["--run", run_dir])):
         message = _assert_one_line_error(run_cli(watch, *args, command=command), command)
         assert message.startswith(f"{command}: error: checkpoint '{checkpoint}' is truncated or corrupt and cannot "
                                   f"be loaded ("), message
-    assert _snapshot(run_dir) == before
+    assert snapshot(run_dir) == before
 
 
-@pytest.mark.fault("9", "`--resume` with the checkpoint missing, or with `--set model.hidden=[64]` so that it no "
-                        "longer fits the model",
+@pytest.mark.fault("9", "`--resume` with the checkpoint missing, or with the run's config.yaml edited by hand "
+                        "(`model.hidden: [64]`) so that the checkpoint no longer fits the model",
                    "exit 2, one line naming the checkpoint file and the problem (not found; size mismatch of a "
                    "named parameter); every file of the run directory byte-identical afterwards")
 @pytest.mark.parametrize("case", ["missing", "other model"])
 def test_missing_or_misfitting_checkpoint_is_refused(watch, run_dir, case):
     checkpoint = run_dir / "checkpoints" / "checkpoint.npz"
-    overrides = []
     if case == "missing":
         checkpoint.unlink()
         expected = f"train: error: checkpoint '{checkpoint}' not found"
     else:
-        overrides = ["--set", "model.hidden=[64]"]
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        config["model"]["hidden"] = [64]
+        write_config(run_dir / "config.yaml", config)
         expected = (f"train: error: checkpoint '{checkpoint}' does not fit the model of this config: Error(s) in "
                     f"loading state_dict for ActorCritic: size mismatch for body.0.weight")
-    before = _snapshot(run_dir)
-    message = _assert_one_line_error(run_cli(watch, "--resume", run_dir, *overrides))
+    before = snapshot(run_dir)
+    message = _assert_one_line_error(run_cli(watch, "--resume", run_dir))
     assert message.startswith(expected), message
-    assert _snapshot(run_dir) == before
+    assert snapshot(run_dir) == before
 
 
 CONFIG_FAULTS = {
@@ -113,6 +111,98 @@ CONFIG_FAULTS = {
     "not a mapping": ("- CartPole-v1\n", [], r"train: error: config: got \['CartPole-v1'\]; allowed: a mapping"),
     "missing file": (None, [], r"train: error: config file '{path}': not found; allowed: a path to a YAML file"),
 }
+
+_LAUGHS = "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]\n" for n in range(1, 10))
+YAML_FAULTS = {
+    "duplicate key": ("seed: 1\ntrainer: {workers: 2}\nseed: 2\n",
+                      r"train: error: config file '{path}' at line 3: key 'seed' is given twice \(first at line 1\); "
+                      r"allowed: each key once per mapping"),
+    "billion laughs": (_LAUGHS, r"train: error: config file '{path}' at line \d+: more than 20000 values once aliases "
+                                r"are expanded; allowed: at most 20000 values"),
+    "nested 100000 deep": ("seed: " + "[" * 100_000 + "]" * 100_000 + "\n",
+                           r"train: error: config file '{path}' at line 1: values nested more than 64 levels deep"),
+    "integer of 5000 digits": ("seed: " + "7" * 5000 + "\n",
+                               r"train: error: config file '{path}' at line 1: an integer of 5000 characters"),
+    "2 MiB file": ("# " + "x" * (2 << 20) + "\n", r"train: error: config file '{path}': 2097155 bytes; allowed: at "
+                                                  r"most 1048576 bytes"),
+    "FIFO": ("fifo", r"train: error: config file '{path}': not a regular file; allowed: a regular YAML file"),
+    "/dev/zero": ("/dev/zero", r"train: error: config file '/dev/zero': not a regular file"),
+    "directory": ("directory", r"train: error: config file '{path}': a directory; allowed: a regular YAML file"),
+}
+
+
+@pytest.mark.fault("17", "YAML that costs time or memory to load, through `train --config`: a key given twice, "
+                         "'billion laughs' (9**10 values in 10 lines), lists nested 100,000 deep, an integer of 5000 "
+                         "digits, a 2 MiB file, a FIFO with no writer, /dev/zero, a directory",
+                   "exit 2 within 10 s, one line naming the file (and line) and what is allowed; no traceback, no "
+                   "run directory (today: the last duplicate wins silently, a RecursionError or ValueError "
+                   "traceback, a FIFO blocks forever, /dev/zero never ends)")
+@pytest.mark.parametrize("case", list(YAML_FAULTS))
+def test_yaml_that_costs_time_or_memory_is_refused_in_one_line(watch, tmp_path, logdir, case):
+    text, pattern = YAML_FAULTS[case]
+    path = tmp_path / "bad.yaml"
+    if text == "fifo":
+        os.mkfifo(path)
+    elif text == "directory":
+        path.mkdir()
+    elif text == "/dev/zero":
+        path = "/dev/zero"
+    else:
+        path.write_text(text)
+    started = time.monotonic()
+    message = _assert_one_line_error(run_cli(watch, "--config", path, "--logdir", logdir, timeout=60))
+    assert time.monotonic() - started < 10
+    assert re.match(pattern.replace("{path}", re.escape(str(path))), message), message
+    assert os.listdir(logdir) == []
+
+
+@pytest.mark.fault("19", "bad arguments to the real commands: `evaluate --episodes 10**12`, `--seed -1`, "
+                         "`--episodes` of 5000 digits; `train` with 1001 `--set`s, a `--set` value of 100,000 "
+                         "characters, `--resume ''`",
+                   "exit 2 and one line naming the argument and what is allowed (today: 10**12 episodes are "
+                   "accepted and allocate that many environments; `--resume ''` raises a TypeError)")
+@pytest.mark.parametrize("command, args, message", [
+    ("evaluate", ["--episodes", str(10**12)], "argument --episodes: got 1000000000000; allowed: an integer from 1 to "
+                                              "10000"),
+    ("evaluate", ["--seed", "-1"], "argument --seed: got -1; allowed: an integer from 0 to 2147483647"),
+    ("evaluate", ["--episodes", "9" * 5000], "argument --episodes: invalid int value: '999"),
+    ("train", ["--set", "seed=1"] * 1001, "argument --set: given 1001 times; allowed: at most 1000"),
+    ("train", ["--set", "env.kwargs=" + "a" * 100_000], "config key 'env.kwargs': got 'aaaaaaaa"),
+    ("train", ["--resume", ""], "argument --resume: got ''; allowed: a path"),
+], ids=["episodes 10**12", "seed -1", "episodes of 5000 digits", "1001 --set", "--set of 100000 characters",
+        "--resume ''"])
+def test_bad_arguments_exit_2_with_one_line(watch, tmp_path, command, args, message):
+    if command == "evaluate":
+        args = ["--run", tmp_path, *args]
+    elif args[0] == "--set":
+        args = ["--config", write_config(tmp_path / "c.yaml", fast_config()), "--logdir", tmp_path / "runs", *args]
+    text = _assert_one_line_error(run_cli(watch, *args, command=command), command)
+    assert text.startswith(f"{command}: error: {message}"), text
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.fault("20", "`--resume` with optimizer overrides (eps 0.5, betas [0.5, 0.6], weight_decay 0.1, lr "
+                         "0.0005), and with changes a resume cannot make (model.hidden, optimizer.name, env.id)",
+                   "the overrides apply: the final checkpoint's optimizer options are the new ones and its step "
+                   "counts went on from the saved ones (today: silently replaced by the checkpoint's); the others "
+                   "are refused with exit 2, one line naming the key, the run directory byte-identical")
+def test_resume_applies_optimizer_overrides_and_refuses_structural_changes(watch, run_dir):
+    saved = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    for override, key in (("model.hidden=[64]", "model.hidden"), ("optimizer.name=sgd", "optimizer.name"),
+                          ("env.id=Acrobot-v1", "env.id")):
+        before = snapshot(run_dir)
+        message = _assert_one_line_error(run_cli(watch, "--resume", run_dir, "--set", override))
+        assert message.startswith(f"train: error: config key '{key}': got "), message
+        assert "what the run was trained with" in message and snapshot(run_dir) == before
+    done = run_cli(watch, "--resume", run_dir, "--set", "optimizer.eps=0.5", "--set", "optimizer.betas=[0.5, 0.6]",
+                   "--set", "optimizer.weight_decay=0.1", "--set", "optimizer.lr=0.0005",
+                   "--set", f"trainer.total_steps={saved['run']['env_steps'] + 2000}")
+    assert done.returncode == 0, done.stderr
+    resumed = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["optimizer"]
+    [group] = resumed["param_groups"]
+    assert (group["eps"], group["betas"], group["weight_decay"], group["lr"]) == (0.5, [0.5, 0.6], 0.1, 0.0005)
+    assert float(resumed["state"][0]["step"]) > float(saved["optimizer"]["state"][0]["step"])
 
 
 @pytest.mark.fault("10", "config faults through `train --config`: malformed YAML, unknown key, wrong type, "
@@ -154,14 +244,14 @@ def test_checkpoint_carrying_a_pickle_is_refused_unopened(watch, run_dir, tmp_pa
     payload[0] = _Payload(marker)
     with open(checkpoint, "wb") as f:
         np.savez(f, **entries, evil=payload)
-    before = _snapshot(run_dir)
+    before = snapshot(run_dir)
     for command, args in (("train", ["--resume", run_dir]), ("evaluate", ["--run", run_dir])):
         message = _assert_one_line_error(run_cli(watch, *args, command=command), command)
         assert message.startswith(f"{command}: error: checkpoint '{checkpoint}' holds a pickled Python object "
                                   f"(entry 'evil')"), message
     with pytest.raises(Exception, match="pickled Python object"):
         load_checkpoint(checkpoint)
-    assert not marker.exists() and _snapshot(run_dir) == before
+    assert not marker.exists() and snapshot(run_dir) == before
     with np.load(checkpoint, allow_pickle=True) as npz:  # the control: this file does run code when unpickled
         npz["evil"]
     assert marker.is_dir()
@@ -185,7 +275,7 @@ def test_yaml_with_a_python_tag_is_refused_unconstructed(watch, tmp_path, logdir
     message = _assert_one_line_error(run_cli(watch, "--config", plain, "--logdir", logdir, "--set", override))
     assert message.startswith(f"train: error: --set {override!r}: value "), message
     resumed_config = run_dir / "config.yaml"
-    resumed_config.write_text(resumed_config.read_text() + tagged.replace("seed", "experiment"))
+    resumed_config.write_text(resumed_config.read_text() + tagged.replace("seed", "notes"))
     message = _assert_one_line_error(run_cli(watch, "--resume", run_dir))
     assert message.startswith(f"train: error: config file '{resumed_config}' at line "), message
     assert "(Python tags are refused)" in message

@@ -15,7 +15,7 @@ from framework import algorithms
 from framework.train.checkpoint import load_checkpoint
 from framework.train.config import validate
 from reliability_support import (HERE, Train, can_mount, fast_config, fill, in_private_tmpfs, only_run_dir,
-                                 remount, run_cli, wait_for_file, wait_for_run_dir, wait_until,
+                                 remount, run_cli, use_up_inodes, wait_for_file, wait_for_run_dir, wait_until,
                                  write_config)
 
 pytestmark = pytest.mark.timeout(180)
@@ -31,7 +31,7 @@ def _low_descriptor_limit(n: int):
 
 @pytest.mark.fault("6", "/dev/shm too small for the model: a private 1 MiB tmpfs mounted over /dev/shm "
                         "(file_system strategy), a 4 MiB model",
-                   "exit 1 before any worker starts: one line naming the strategy, the bytes asked for and the "
+                   "exit 2 before any worker starts: one line naming the strategy, the bytes asked for and the "
                    "room left in /dev/shm; no traceback; no run directory left behind")
 def test_dev_shm_too_small_is_a_clear_error_before_any_worker(watch, tmp_path, logdir):
     if not can_mount():
@@ -39,20 +39,20 @@ def test_dev_shm_too_small_is_a_clear_error_before_any_worker(watch, tmp_path, l
     config = write_config(tmp_path / "c.yaml",
                           fast_config(model=BIG_MODEL, trainer={"sharing_strategy": "file_system"}))
     run = Train(watch, "--config", config, "--logdir", logdir, prefix=in_private_tmpfs("/dev/shm", SHM_TOO_SMALL))
-    assert run.finish() == 1, run.stderr
+    assert run.finish() == 2, run.stderr
     _assert_no_room_error(run.stderr, "file_system", r"only .* left in /dev/shm")
     assert os.listdir(logdir) == []  # the empty run directory is removed again
 
 
 @pytest.mark.fault("6", "memory too small for the model: `HOGSHARE_SHM_LIMIT_BYTES=1048576` (the sharing "
                         "package's documented allocation bound), file_descriptor strategy, a 4 MiB model",
-                   "exit 1 before any worker starts: one line naming the strategy, the bytes asked for and the "
+                   "exit 2 before any worker starts: one line naming the strategy, the bytes asked for and the "
                    "bound; no traceback; no run directory left behind")
 def test_memory_too_small_is_a_clear_error_before_any_worker(watch, tmp_path, logdir):
     config = write_config(tmp_path / "c.yaml", fast_config(model=BIG_MODEL))
     run = Train(watch, "--config", config, "--logdir", logdir,
                 env=watch.env(HOGSHARE_SHM_LIMIT_BYTES=str(1 << 20)))
-    assert run.finish() == 1, run.stderr
+    assert run.finish() == 2, run.stderr
     _assert_no_room_error(run.stderr, "file_descriptor", r"only 1\.0 MiB \(1048576 bytes\) left under "
                                                          r"HOGSHARE_SHM_LIMIT_BYTES=1048576")
     assert os.listdir(logdir) == []  # the empty run directory is removed again
@@ -100,8 +100,9 @@ def test_low_descriptor_limit_with_many_storages(watch):
 
 @pytest.mark.fault("8", "the run directory's disk fills up (a 4 MiB tmpfs, filled while the run trains), "
                         "or is remounted read-only",
-                   "a failed checkpoint is reported (once while the same failure repeats) and leaves the previous one intact, loadable and alone (no "
-                   "temp file); lost TensorBoard events and summary.json are reported; the run keeps training; "
+                   "a failed checkpoint is reported (once while the same failure repeats) and leaves the previous one "
+                   "intact, loadable and alone (no temp file); lost TensorBoard events and summary.json are reported "
+                   "in one line each (no raw 'Exception in thread' from a writer thread); the run keeps training; "
                    "exit 1 after SIGTERM (final checkpoint failed); once the disk is writable again `--resume` "
                    "continues from the kept checkpoint")
 @pytest.mark.parametrize("fault", ["full", "read-only"])
@@ -132,6 +133,8 @@ def test_checkpoint_on_a_full_or_read_only_disk_keeps_the_previous_one(watch, tm
     assert f"final checkpoint failed: could not write checkpoint '{checkpoint}': {reason}" in run.stderr
     assert f"could not write '{run_dir / 'summary.json'}': {reason}" in run.stderr
     assert "train_main" not in run.stderr  # the main thread did not crash
+    assert "Exception in thread" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert len(re.findall(r"^TensorBoard events could not be written", run.stderr, re.MULTILINE)) == 1
     assert checkpoint.read_bytes() == kept and os.listdir(checkpoint.parent) == ["checkpoint.npz"]
     assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.yaml", next(run_dir.glob("events.*")).name]
 
@@ -167,3 +170,78 @@ def test_checkpoints_resume_once_the_disk_has_room_again(watch, tmp_path, tmpfs)
     assert run.finish() == 0, run.stderr
     assert len(re.findall(r"^checkpoint failed", run.stderr, re.MULTILINE)) == 1, run.stderr
     assert load_checkpoint(checkpoint)["run"]["env_steps"] > kept_steps
+
+
+# -- room checked at start-up: a refusal is one line, exit 2, and leaves nothing behind ------------
+def _assert_refused(code: int, stderr: str, logdir, pattern: str) -> str:
+    assert code == 2, stderr
+    assert re.fullmatch(pattern + r"\n", stderr), stderr
+    assert not logdir.exists() or os.listdir(logdir) == [], os.listdir(logdir)
+    return stderr
+
+
+@pytest.mark.fault("14", "/dev/shm full at start: a private tmpfs over /dev/shm filled to 0 bytes free "
+                         "(file_descriptor strategy), and one of a few KiB (file_system strategy)",
+                   "exit 2 before anything is made: one line naming /dev/shm and the room it has; no traceback, no "
+                   "run directory (today: an OSError traceback from a semaphore, exit 1, a directory left)")
+@pytest.mark.parametrize("strategy, size, full", [("file_descriptor", "256k", True), ("file_system", "16k", False)])
+def test_full_dev_shm_at_start_is_refused_in_one_line(watch, tmp_path, logdir, strategy, size, full):
+    if not can_mount():
+        pytest.skip("a private /dev/shm needs root with CAP_SYS_ADMIN")
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"sharing_strategy": strategy}))
+    run = Train(watch, "--config", config, "--logdir", logdir, prefix=in_private_tmpfs("/dev/shm", size, full=full))
+    _assert_refused(run.finish(), run.stderr, logdir,
+                    r"train: error: (no room in /dev/shm: .* free; allowed: at least 64\.0 KiB .*|cannot place the "
+                    r"model, optimizer state and run statistics in shared memory \(file_system\): .* left in /dev/shm)")
+
+
+@pytest.mark.fault("14", "too few file descriptors for the workers: `ulimit -n` 48 (soft and hard) for 64 spawn "
+                         "workers; and a soft limit of 24 under a hard one of 4096 for 8",
+                   "hard limit too low: exit 2 before anything is made, one line naming trainer.workers and the "
+                   "limit, no run directory (today: an EMFILE traceback, exit 1); soft limit too low: raised as far "
+                   "as needed, and the run trains (exit 0)")
+def test_too_few_descriptors_for_the_workers_is_refused_or_the_soft_limit_raised(watch, tmp_path, logdir):
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"workers": 64, "start_method": "spawn"}))
+    done = run_cli(watch, "--config", config, "--logdir", logdir, preexec_fn=_low_descriptor_limit(48))
+    _assert_refused(done.returncode, done.stderr, logdir,
+                    r"train: error: config key 'trainer\.workers': got 64, which needs about \d+ file descriptors in "
+                    r"the main process; allowed: at most what the limit allows \(ulimit -n is 48, hard limit 48\): "
+                    r"raise it or use fewer workers")
+
+    def soft_24():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (24, 4096))
+
+    config = write_config(tmp_path / "c8.yaml", fast_config(trainer={"workers": 8, "start_method": "spawn",
+                                                                     "total_steps": 4000}))
+    done = run_cli(watch, "--config", config, "--logdir", logdir, preexec_fn=soft_24)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((only_run_dir(logdir) / "summary.json").read_text())["env_steps"] >= 4000
+
+
+@pytest.mark.fault("14", "no room on the disk of the log directory at start: a 4 MiB tmpfs filled up, and one "
+                         "whose inodes are used up; a new run (logdir not yet made) and a resumed one",
+                   "exit 2 before anything is made: one line naming the directory and the bytes or inodes free; no "
+                   "run directory and no log directory left (today: a directory with a 0-byte config.yaml); a "
+                   "refused resume leaves its directory byte-identical")
+@pytest.mark.parametrize("shortage", ["bytes", "inodes"])
+def test_no_room_on_disk_at_start_is_refused_and_leaves_nothing(watch, tmp_path, tmpfs, shortage):
+    disk = tmpfs("disk", "4m", "nr_inodes=400") if shortage == "inodes" else tmpfs("disk", "4m")
+    finished = tmp_path / "finished"
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"total_steps": 1000}))
+    assert run_cli(watch, "--config", config, "--logdir", disk / "done").returncode == 0
+    run_dir = only_run_dir(disk / "done")
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    if shortage == "bytes":
+        fill(disk)
+        free = r"no room for the run in '{}': .* free on its disk; allowed: at least .* \(the config, a checkpoint"
+    else:
+        use_up_inodes(disk)
+        free = r"no room for the run in '{}': 0 free inodes on its disk; allowed: at least 8"
+    logdir = disk / "runs" / "deeper"
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    _assert_refused(done.returncode, done.stderr, logdir, "train: error: " + free.format(re.escape(str(logdir))) + ".*")
+    assert not (disk / "runs").exists()
+    done = run_cli(watch, "--resume", run_dir)
+    _assert_refused(done.returncode, done.stderr, finished,
+                    "train: error: " + free.format(re.escape(str(run_dir))) + ".*")
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before

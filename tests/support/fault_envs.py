@@ -3,6 +3,8 @@
 tests/support is on sys.path in the test process (pyproject's pytest `pythonpath`) and on
 PYTHONPATH in the `train` subprocesses the tests start.
 """
+import multiprocessing
+import sys
 import time
 
 import gymnasium as gym
@@ -62,6 +64,28 @@ class StallingCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class EvaluationFaultCartPole(CartPoleEnv):
+    """Raises RuntimeError in step in the main process only (where runs evaluate), never in a worker."""
+
+    def step(self, action):
+        if multiprocessing.parent_process() is None:
+            raise RuntimeError("injected fault in an evaluation")
+        return super().step(action)
+
+
+class SlowToMakeCartPole(CartPoleEnv):
+    """Takes `seconds` to make in the main process (config checks and model building make one there), saying so on
+    stderr first: a start-up that is known to be in progress."""
+
+    def __init__(self, seconds: float = 60.0, **kwargs):
+        super().__init__(**kwargs)
+        if multiprocessing.parent_process() is None:
+            print("making SlowToMakeCartPole", file=sys.stderr, flush=True)
+            time.sleep(seconds)
+
+
 gym.register("RaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
 gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
 gym.register("StallingCartPole-v0", entry_point=StallingCartPole, max_episode_steps=500)
+gym.register("SlowToMakeCartPole-v0", entry_point=SlowToMakeCartPole, max_episode_steps=500)
+gym.register("EvaluationFaultCartPole-v0", entry_point=EvaluationFaultCartPole, max_episode_steps=500)

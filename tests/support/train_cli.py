@@ -7,6 +7,8 @@ environments). `test_train_cli` checks the installed console scripts themselves.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -69,6 +71,11 @@ def only_run_dir(logdir: Path) -> Path:
     return runs[0]
 
 
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under directory with its bytes (to show that a refused command changed nothing)."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
 def summary(run_dir: Path) -> dict:
     """A run directory's summary.json."""
     return json.loads((run_dir / "summary.json").read_text())
@@ -87,3 +94,14 @@ def scalars(run_dir: Path, tag: str) -> list[float]:
     """The values of one TensorBoard scalar series of a run, in order ([] when the tag is absent)."""
     acc = events(run_dir)
     return [event.value for event in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+
+
+def call_main(main: Any, argv: list[str]) -> tuple[int, str, str]:
+    """Run `train_main`/`evaluate_main` in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's own exit
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()

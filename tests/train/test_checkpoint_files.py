@@ -1,15 +1,18 @@
-"""Checkpoint files: round trip, atomic replacement, refusal of corrupt, truncated and pickled files."""
+"""Checkpoint files: round trip, atomic replacement, refusal of corrupt, truncated and pickled files, and bounded
+reading of untrusted ones."""
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 
 import numpy as np
 import pytest
 
 from framework.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from npz_files import npy, peak_bytes, read_zip, write_zip
 
 
 def _state(scale: float = 1.0):
@@ -118,3 +121,40 @@ def test_file_is_a_plain_zip_of_npy_entries(tmp_path):
     with zipfile.ZipFile(path) as z:
         assert all(name.endswith(".npy") for name in z.namelist())
         assert "__meta__.npy" in z.namelist()
+
+
+# -- untrusted files: bounded reading (fuzzed in tests/reliability) --------------------------------
+@pytest.mark.parametrize("case", ["deflate bomb", "declared shape beyond its bytes", "over the caller's bound"])
+def test_an_entry_claiming_gigabytes_is_refused_without_reading_it(tmp_path, case):
+    path = tmp_path / "checkpoint.npz"
+    save_checkpoint(path, _state())
+    entries = read_zip(path)
+    if case == "deflate bomb":  # 256 MiB of zeros in about 256 KiB
+        entries["a0.npy"] = npy({"descr": "<f8", "fortran_order": False, "shape": (2**25,)}, bytes(2**28))
+        write_zip(path, entries, compress={"a0.npy"})
+        message, bound = "entry 'a0.npy' is compressed", None
+    elif case == "declared shape beyond its bytes":  # 16 GiB declared, 16 bytes there
+        entries["a0.npy"] = npy({"descr": "<f8", "fortran_order": False, "shape": (2**31,)}, bytes(16))
+        write_zip(path, entries)
+        message, bound = "entry 'a0' declares shape (2147483648,) of float64, which its", None
+    else:
+        message, bound = "holds 1", 1000
+    started = time.monotonic()
+    errors = []
+
+    def load():
+        try:
+            load_checkpoint(path, max_bytes=bound)
+        except CheckpointError as exc:
+            errors.append(str(exc))
+
+    assert peak_bytes(load) < 8 << 20 and time.monotonic() - started < 5
+    assert errors and message in errors[0], errors
+
+
+def test_deeply_nested_metadata_is_refused_as_corrupt(tmp_path):
+    path = tmp_path / "checkpoint.npz"
+    meta = b'{"format": "hogshare-checkpoint", "version": 1, "state": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    write_zip(path, {"__meta__.npy": npy({"descr": "|u1", "fortran_order": False, "shape": (len(meta),)}, meta)})
+    with pytest.raises(CheckpointError, match="is truncated or corrupt and cannot be loaded .*RecursionError"):
+        load_checkpoint(path)

@@ -1,9 +1,17 @@
-"""Config schema: defaults, types, ranges, overrides, and the one-line errors naming key, value and what is allowed."""
+"""Config schema: defaults, types, ranges, overrides, and the one-line errors naming key, value and what is allowed;
+upper bounds the code can honour, and a property test over every key of every algorithm's full schema."""
+import multiprocessing
+import multiprocessing.connection
+
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from framework.train.config import (CORE_SCHEMA, ConfigError, apply_overrides, default_config, load_config,
+from framework import algorithms
+from framework.train.config import (CORE_SCHEMA, MAX_JOIN_TIMEOUT_S, MAX_SECONDS, MAX_STEPS, ConfigError,
+                                    apply_overrides, default_config, full_schema, get_path, load_config,
                                     parse_override, validate)
+from framework.train.schema import INT64_MAX, MAX_ITEMS, MAX_TEXT, Field, short_repr
 
 
 def test_defaults_hold_every_design_key():
@@ -127,3 +135,57 @@ def test_shipped_config_is_valid():
     config = load_config(path)
     assert config["env"]["id"] == "CartPole-v1" and config["trainer"]["target_return"] == 475
     assert set(yaml.safe_load(path.read_text())) <= set(CORE_SCHEMA) | {"algorithm", "env", "model"}
+
+
+# -- bounds the code can honour, and a property test over every key -------------------------------
+@pytest.mark.parametrize("key, highest", [
+    ("trainer.total_steps", MAX_STEPS), ("trainer.max_seconds", MAX_SECONDS),
+    ("trainer.checkpoint_every_s", MAX_SECONDS), ("trainer.eval_every_s", MAX_SECONDS),
+    ("trainer.join_timeout_s", MAX_JOIN_TIMEOUT_S), ("trainer.max_restarts", 1_000_000),
+    ("trainer.eval_episodes", 10_000), ("trainer.workers", 1024), ("logging.log_every_s", MAX_SECONDS),
+    ("logging.histogram_every", MAX_STEPS), ("algorithm.max_nonfinite_updates", 10**9),
+])
+def test_every_duration_and_count_has_an_upper_bound(key, highest):
+    section, name = key.split(".")
+    assert get_path(validate({section: {name: highest}}), key) == highest
+    above = highest + 1 if isinstance(highest, int) else highest * 1.5
+    with pytest.raises(ConfigError, match=rf"^config key '{key}': got .*; allowed: .* and <= "):
+        validate({section: {name: above}})
+
+
+def test_join_timeout_bound_fits_what_joining_a_process_can_wait():
+    """poll() takes a C int of milliseconds: a longer join would raise OverflowError at the end of a run."""
+    reader, writer = multiprocessing.Pipe()
+    writer.send(1)
+    multiprocessing.connection.wait([reader], timeout=MAX_JOIN_TIMEOUT_S)
+    with pytest.raises(OverflowError):
+        multiprocessing.connection.wait([reader], timeout=(2**31) / 1000)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"seed": 10**400}, "config key 'seed': got <an integer of 1329 bits>; allowed: an integer >= 0"),
+    ({"optimizer": {"lr": 10**400}}, "config key 'optimizer.lr': got <an integer of 1329 bits>; allowed: a number"),
+    ({"dataset": {"train_size": 2**63}, "algorithm": {"name": "hogwild"}},
+     "config key 'dataset.train_size': got 9223372036854775808; allowed: an integer >= 1 and <= 10000000"),
+    ({"logging": {"logdir": "x" * (MAX_TEXT + 1)}}, "config key 'logging.logdir': got 'xxxxxxxx"),
+    ({"model": {"hidden": [8] * (MAX_ITEMS + 1)}}, "config key 'model.hidden': got [8, 8, 8, 8, 8, 8, ...]"),
+    ({"experiment": "x" * 201}, "config key 'experiment': got 'xxxx"),
+    ({"trainer": {"wor\nkers": 2}}, "config key 'trainer.wor\\nkers': unknown key"),
+    ({"env": {"kwargs": {"deep": [[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}}}, "config key 'env.kwargs': got {'deep'"),
+    ({"env": {"kwargs": {"obj": object()}}}, "config key 'env.kwargs': got {'obj': <object object at"),
+])
+def test_values_too_big_or_odd_are_refused_in_one_short_line(raw, message):
+    with pytest.raises(ConfigError) as info:
+        validate(raw)
+    text = str(info.value)
+    assert text.startswith(message), text
+    assert "\n" not in text and len(text) < 400, text
+
+
+def test_short_repr_never_builds_the_full_repr_of_a_big_value():
+    laughs = ["lol"] * 10
+    for _ in range(30):  # 10 * 2**30 strings once expanded: repr() would never finish
+        laughs = [laughs, laughs]
+    assert len(short_repr(laughs)) <= 60
+    assert short_repr(10**5000) == "<an integer of 16610 bits>"  # repr() raises ValueError past 4300 digits
+    assert short_repr("a\nb") == "'a\\nb'"

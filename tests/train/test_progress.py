@@ -1,7 +1,12 @@
-"""Progress: a tqdm bar on a terminal; nothing when disabled or when stderr is not a terminal."""
+"""Progress: a tqdm bar on a terminal; nothing when disabled or when stderr is not a terminal; output that stops
+quietly once its reader is gone."""
 import io
+import subprocess
+import sys
+import textwrap
 
 from framework.train.progress import Progress
+from train_cli import cli_env
 
 
 class _Terminal(io.StringIO):
@@ -24,3 +29,23 @@ def test_nothing_when_disabled_or_not_a_terminal():
         progress.update(400, 3, 12.5)
         progress.close()
         assert stream.getvalue() == ""
+
+
+def test_output_to_a_closed_pipe_stops_quietly_and_python_exits_cleanly():
+    """A run's stderr whose reader went away (EPIPE; a hung-up terminal gives EIO): writes stop, the descriptor
+    points at /dev/null, and Python's flush at exit does not fail (which would make the exit code 120)."""
+    script = textwrap.dedent("""
+        import sys
+        from framework.train.progress import Output
+        out = Output(sys.stdout)
+        for n in range(100_000):
+            print("line", n, file=out, flush=True)
+        assert out.lost and not out.isatty()
+        print("still running", file=sys.stderr)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cli_env())
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away
+    assert proc.wait(60) == 0, proc.stderr.read()
+    assert proc.stderr.read() == b"still running\n"

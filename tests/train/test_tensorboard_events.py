@@ -4,6 +4,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -96,3 +97,20 @@ def test_tensorboard_server_serves_the_scalar_series(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_failed_write_is_reported_once_by_the_caller_and_no_thread_dies(tmp_path):
+    """The event file turns unwritable (here: a directory takes its place): one line through on_error, from the
+    call that flushed, then nothing; no writer thread exists to print a traceback of its own."""
+    said = []
+    threads = threading.active_count()
+    writer = TensorBoardWriter(tmp_path, flush_secs=0.0, on_error=said.append)
+    assert threading.active_count() == threads
+    [event_file] = tmp_path.iterdir()
+    event_file.unlink()
+    event_file.mkdir()
+    for step in range(5):
+        writer.scalars({"x": 1.0}, step)
+    writer.close()
+    assert said == [f"TensorBoard events could not be written in '{tmp_path}' (Is a directory); no more events "
+                    f"are logged in this session"]

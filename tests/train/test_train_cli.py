@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from framework.train.cli import evaluate_main, train_main
 from run_configs import cartpole_config
-from train_cli import start_cli, write_config
+from train_cli import call_main, start_cli, write_config
 
 CASES = {
     "unknown key": ({"trainer": {"wrokers": 2}}, [], "config key 'trainer.wrokers': unknown key; allowed here: "),
@@ -68,7 +69,7 @@ def test_every_bad_config_exits_2_with_one_line(tmp_path):
         "resume missing dir": f"run directory '{tmp_path / 'nowhere'}': not found; allowed: a directory made by train",
         "resume without config.yaml": f"run directory '{tmp_path}': holds no config.yaml",
         "evaluate no run": f"run directory '{tmp_path / 'nowhere'}': not found",
-        "evaluate bad episodes": "argument --episodes: got 0; allowed: an integer >= 1",
+        "evaluate bad episodes": "argument --episodes: got 0; allowed: an integer from 1 to 10000",
         "unknown argument": "unrecognized arguments: --wat",
     })
     for name, proc in procs.items():
@@ -88,3 +89,31 @@ def test_installed_console_scripts_run_the_cli(command):
     done = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.startswith(f"{command}: error: ") and len(done.stderr.strip().splitlines()) == 1
+
+
+# -- numbers out of range, too many overrides: exit 2 and one line (fuzzed in tests/reliability) ----
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--run", "r", "--episodes", str(10**12)], "argument --episodes: got 1000000000000; allowed: an integer from 1 "
+                                                "to 10000"),
+    (["--run", "r", "--seed", "-1"], "argument --seed: got -1; allowed: an integer from 0 to 2147483647"),
+    (["--run", "r", "--episodes", "1" * 5000], "argument --episodes: invalid int value: '11111"),
+])
+def test_out_of_range_evaluate_numbers(argv, message):
+    code, _, err = call_main(evaluate_main, argv)
+    assert code == 2 and err.startswith(f"evaluate: error: {message}"), err
+
+
+def test_too_many_overrides_are_refused(tmp_path):
+    config = write_config(tmp_path / "c.yaml", cartpole_config())
+    code, _, err = call_main(train_main, ["--config", str(config), *["--set", "seed=1"] * 1001])
+    assert code == 2 and err.startswith("train: error: argument --set: given 1001 times; allowed: at most 1000 (usage:")
+
+
+@pytest.mark.parametrize("name", ["runs #2", "yes", "[a]", "1e3", "x: y"])
+def test_logdir_is_taken_as_a_path_whatever_yaml_would_make_of_it(tmp_path, name):
+    config = write_config(tmp_path / "c.yaml", cartpole_config(trainer={"total_steps": 200, "workers": 1}))
+    code, _, err = call_main(train_main, ["--config", str(config), "--logdir", str(tmp_path / name)])
+    assert code == 0, err
+    assert len(list((tmp_path / name).iterdir())) == 1

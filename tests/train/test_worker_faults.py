@@ -4,7 +4,6 @@ import json
 import re
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import time
@@ -217,24 +216,15 @@ def test_checkpoint_write_failure_keeps_previous_checkpoint(logdir):
     load_checkpoint(checkpoint)
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
-    """A short finished run, copied by each test that damages it."""
-    logdir = tmp_path_factory.mktemp("finished")
-    config = write_config(logdir.parent / "finished.yaml", cartpole_config(trainer={"total_steps": 2000}))
-    assert run_cli("train", "--config", config, "--logdir", logdir).returncode == 0
-    return only_run_dir(logdir)
-
-
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "other model"])
-def test_bad_checkpoint_on_resume_is_refused_and_left_alone(finished_run, tmp_path, damage):
-    run_dir = shutil.copytree(finished_run, tmp_path / finished_run.name)
+def test_bad_checkpoint_on_resume_is_refused_and_left_alone(run_copy, damage):
+    run_dir = run_copy
     checkpoint = run_dir / "checkpoints" / "checkpoint.npz"
     data = checkpoint.read_bytes()
     overrides = []
     if damage == "other model":
         overrides = ["--set", "model.hidden=[16]"]
-        message = f"checkpoint '{checkpoint}' does not fit the model of this config: "
+        message = "config key 'model.hidden': got [16] on --resume; allowed: [32], what the run was trained with"
     else:
         checkpoint.write_bytes(data[: len(data) // 3] if damage == "truncate" else os.urandom(len(data)))
         message = f"checkpoint '{checkpoint}' is truncated or corrupt and cannot be loaded ("
@@ -260,7 +250,7 @@ def test_no_room_in_shared_memory_is_a_clear_error_before_any_worker_starts(logd
     config = write_config(logdir.parent / "c.yaml", cartpole_config(model={"hidden": [1024]}))
     done = subprocess.run([*cli_command("train"), "--config", str(config), "--logdir", str(logdir)],
                           capture_output=True, text=True, timeout=120, env=cli_env(), preexec_fn=_tiny_file_limit)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("train: error: cannot place the model, optimizer state and run statistics in shared "
                            "memory (file_descriptor): "), done.stderr
@@ -272,5 +262,20 @@ def test_unwritable_logdir_is_a_clear_error(tmp_path):
     blocker.write_text("not a directory")
     config = write_config(tmp_path / "c.yaml", cartpole_config())
     done = run_cli("train", "--config", config, "--logdir", blocker / "runs")
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr == f"train: error: cannot create a run directory in '{blocker / 'runs'}': Not a directory\n"
+
+
+def test_an_evaluation_that_raises_is_reported_once_and_training_goes_on(logdir):
+    config = write_config(logdir.parent / "c.yaml", cartpole_config(
+        env={"id": "fault_envs:EvaluationFaultCartPole-v0"},
+        trainer={"total_steps": 6000, "eval_every_s": 0.2, "eval_episodes": 2}))
+    done = run_cli("train", "--config", config, "--logdir", logdir)
+    assert done.returncode == 1, done.stderr  # the final evaluation failed too
+    periodic = re.findall(r"^evaluation failed: .*injected fault in an evaluation$", done.stderr, re.MULTILINE)
+    assert len(periodic) == 1, done.stderr
+    assert re.search(r"^final evaluation failed: .*injected fault in an evaluation$", done.stderr, re.MULTILINE)
+    assert "Traceback" not in done.stderr
+    result = _summary(only_run_dir(logdir))
+    assert result["stop_reason"] == "total_steps reached" and result["env_steps"] >= 6000
+    assert "evaluation" not in result and result["exit_code"] == 1

@@ -48,7 +48,7 @@ class Hogwild(Algorithm):
 
     name = "hogwild"
     schema = {
-        "batch_size": Field("int", 64, low=1),
+        "batch_size": Field("int", 64, low=1, high=1 << 20),
         "optimizer_state": Field("str", "per_worker", choices=("per_worker", "shared")),
         "locked": Field("bool", False),
         "l2": Field("float", 1e-4, low=0.0),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -68,8 +68,11 @@ class Backend(abc.ABC):
         """How many times a rank was started again after it ended."""
 
     @abc.abstractmethod
-    def start(self) -> None:
-        """Start one worker per rank (`trainer.workers`)."""
+    def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Start one worker per rank (`trainer.workers`); no further one once `cancelled()` is true.
+
+        Start-up failures (no process can be made) raise OSError; the ranks started so far run on.
+        """
 
     @abc.abstractmethod
     def poll(self) -> list[WorkerExit]:

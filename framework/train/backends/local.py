@@ -3,9 +3,12 @@
 A worker runs its algorithm's `run_worker` with the shared model and optimizer,
 with `trainer.device` made current first (for CUDA, after the start-method
 guard; the model's device memory arrived as IPC handles). It dies with the
-main process (`die_with_parent`), ignores SIGINT (the main process decides
-when to stop and tells it through shared memory), and sends its traceback
-over a queue if it raises: the queue carries nothing else. Workers are
+main process (`die_with_parent`), and sends its traceback over a queue if it
+raises: the queue carries nothing else. SIGINT and SIGHUP, which a terminal
+sends to the whole process group, are blocked while a worker starts and
+ignored once it runs (see `stop_signals`): the main process decides when to
+stop and tells it through shared memory. multiprocessing's resource tracker
+(a process of the same group) is started with them blocked too. Workers are
 started with `trainer.start_method` and pin BLAS to one thread.
 """
 from __future__ import annotations
@@ -14,7 +17,8 @@ import os
 import signal
 import time
 import traceback
-from typing import Any
+from multiprocessing import resource_tracker
+from typing import Any, Callable
 
 import sharing
 from framework import algorithms
@@ -22,6 +26,7 @@ from framework.algorithms.base import WorkerContext
 from framework.device import use_device
 from framework.train.backends.base import Backend, Config, Launch, WorkerExit, worker_seed
 from framework.train.run_stats import RunStats
+from framework.train.stop_signals import WORKER_IGNORED
 from sharing import lifecycle
 
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -31,7 +36,7 @@ def _worker_main(rank: int, seed: int, config: Config, model: Any, optimizer: An
                  errors: Any, shared: Any) -> None:
     """Entry point of a worker process."""
     lifecycle.die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lifecycle.ignore_signals(WORKER_IGNORED)
     try:
         use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
@@ -62,6 +67,8 @@ class LocalBackend(Backend):
     def __init__(self, launch: Launch):
         super().__init__(launch)
         config = launch.config
+        with lifecycle.signals_blocked(WORKER_IGNORED):  # the tracker of the queue's semaphores outlives them too
+            resource_tracker.ensure_running()
         self._context = sharing.get_context(config["trainer"]["start_method"])
         self._shared = launch.algorithm.build_shared(config, self._context)
         self._errors = self._context.SimpleQueue()
@@ -77,11 +84,14 @@ class LocalBackend(Backend):
             target=_worker_main, name=f"{launch.config['experiment']}-worker-{rank}", daemon=True,
             args=(rank, seed, launch.config, launch.model, launch.optimizer, launch.stats, self._errors,
                   self._shared))
-        proc.start()
+        with lifecycle.signals_blocked(WORKER_IGNORED):
+            proc.start()
         self._procs[rank] = proc
 
-    def start(self) -> None:
+    def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         for rank in range(self.launch.stats.workers):
+            if cancelled():
+                return
             self._start(rank)
 
     def restart(self, rank: int) -> None:

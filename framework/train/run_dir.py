@@ -1,0 +1,128 @@
+"""The run directory: made only once a run can start, locked while a `train` uses it, written atomically, and
+cleared of the temp files a killed run left.
+
+- `NewRunDir` makes <logdir>/<experiment>-<YYYYmmdd-HHMMSS>[-N] after every
+  start-up check has passed; when filling it fails (the disk fills up, turns
+  read-only), `remove` takes it away again with any parent it made, so a
+  refused start leaves nothing behind.
+- `lock` holds an exclusive flock on the directory for the life of the
+  process: a second `train --resume` of a run that is training is refused
+  instead of writing into it. The kernel drops the lock however the process
+  ends, and nothing is written to take it.
+- `write_atomically` writes beside the final name, syncs, renames over it and
+  syncs the directory: a reader finds the old file or the new one, never a
+  part of one (checkpoints, config.yaml, summary.json).
+- `remove_leftovers` deletes the temp files of writes cut short by SIGKILL.
+  A resume calls it once the resume is accepted: a refused one leaves the
+  directory byte-identical.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import BinaryIO, Callable
+
+from framework.train.schema import printable
+from framework.train.startup import RunError
+
+TEMP_SUFFIX = ".tmp"
+CHECKPOINTS = "checkpoints"
+
+
+class NewRunDir:
+    """A run directory made for a new run, which `remove` takes away again (with the parents it made)."""
+
+    def __init__(self, logdir: str | Path, experiment: str):
+        logdir = Path(logdir)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        missing = [p for p in (logdir, *logdir.parents) if not p.exists()]
+        try:
+            logdir.mkdir(parents=True, exist_ok=True)
+            self._made_parents = missing
+            for n in range(1000):
+                path = logdir / (f"{experiment}-{stamp}" + (f"-{n}" if n else ""))
+                try:
+                    path.mkdir()
+                    self.path = path
+                    return
+                except FileExistsError:
+                    continue
+        except OSError as exc:
+            self._remove_parents(missing)
+            raise RunError(f"cannot create a run directory in '{printable(str(logdir))}': "
+                           f"{exc.strerror or exc}") from None
+        self._remove_parents(missing)
+        raise RunError(f"cannot create a run directory in '{printable(str(logdir))}': every name "
+                       f"{experiment}-{stamp}[-N] is taken")
+
+    def remove(self) -> None:
+        """Delete the run directory and whatever is in it, then the parents made for it while they are empty."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._remove_parents(self._made_parents)
+
+    @staticmethod
+    def _remove_parents(made: list[Path]) -> None:
+        for parent in made:  # deepest first
+            try:
+                parent.rmdir()
+            except OSError:
+                return
+
+
+def lock(run_dir: Path) -> int:
+    """An open descriptor holding an exclusive lock on run_dir (kept until the process ends or closes it).
+
+    RunError when another process holds it: a `train` is running in that directory.
+    """
+    try:
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RunError(f"cannot open the run directory '{printable(str(run_dir))}': {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunError(f"run directory '{printable(str(run_dir))}' is in use by another train process; allowed: a "
+                       f"run directory no train is running in") from None
+    return fd
+
+
+def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write a file through `write(f)` beside path, sync it, rename it over path and sync the directory.
+
+    On failure (OSError: disk full, read-only) the temp file is removed and path is left as it was.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def remove_leftovers(run_dir: Path) -> list[str]:
+    """Delete the temp files of writes that never finished (their process was killed); their names."""
+    removed = []
+    for directory in (run_dir, run_dir / CHECKPOINTS):
+        for leftover in directory.glob(f".*{TEMP_SUFFIX}"):
+            if leftover.is_file():
+                leftover.unlink(missing_ok=True)
+                removed.append(str(leftover.relative_to(run_dir)))
+    return removed

@@ -1,0 +1,99 @@
+"""Room for a run, checked before it creates anything on disk: /dev/shm, file descriptors, disk space and inodes.
+
+A run that cannot have what it needs is refused in one line (exit code 2)
+before its run directory exists, instead of failing half-way with a traceback
+and leaving a directory that holds nothing to resume:
+
+- /dev/shm: multiprocessing keeps its locks there (POSIX semaphores, one
+  page each) whatever the sharing strategy, and the file_system strategy
+  keeps everything shared there. The model, optimizer state and run
+  statistics are then allocated for real by `sharing`, whose room checks
+  turn a shortage into the same kind of refusal (the trainer places them
+  before any file is written).
+- File descriptors: the main process keeps one per worker (its sentinel; two
+  more for a moment while starting it) on top of what it holds already. A
+  soft limit below that is raised as far as needed (up to the hard limit, as
+  Go and Ray do); a hard limit below it refuses the run.
+- Disk: the run directory's filesystem must hold the config, a checkpoint
+  written beside the previous one before the rename, the summary and room
+  for events; and a few inodes.
+
+Each check costs a few system calls (statvfs, getrlimit, listing /proc/self/fd).
+"""
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+from framework.train.schema import printable
+from sharing.room import format_bytes
+
+SHM_DIR = "/dev/shm"
+SEMAPHORE_ROOM = 64 << 10
+"""/dev/shm bytes for multiprocessing's semaphores (a page each; a run makes a few)."""
+DESCRIPTORS_PER_WORKER = 1
+DESCRIPTORS_SPARE = 16
+"""Descriptors opened for a moment while starting a worker, writing a checkpoint or an event file, and the fork
+server's and resource tracker's pipes."""
+EVENTS_ROOM = 1 << 20
+"""Disk bytes kept for TensorBoard events and summary.json when a run starts."""
+INODES = 8
+"""Inodes a run directory takes: itself, checkpoints/, config.yaml, a checkpoint and its temp file, events, summary."""
+
+
+class RunError(RuntimeError):
+    """A run that cannot start (no room, no run directory): refused with exit code 2, leaving nothing behind."""
+
+
+def check_semaphore_room() -> None:
+    """RunError unless /dev/shm has room for multiprocessing's semaphores."""
+    st = os.statvfs(SHM_DIR)
+    free = st.f_bavail * st.f_frsize
+    if free < SEMAPHORE_ROOM:
+        raise RunError(f"no room in {SHM_DIR}: {format_bytes(free)} free; allowed: at least "
+                       f"{format_bytes(SEMAPHORE_ROOM)} free there for multiprocessing's locks (whatever the "
+                       f"sharing strategy)")
+
+
+def descriptors_needed(workers: int) -> int:
+    """Descriptors the main process needs: those open now, plus what its workers and their start take."""
+    return len(os.listdir("/proc/self/fd")) + workers * DESCRIPTORS_PER_WORKER + DESCRIPTORS_SPARE
+
+
+def ensure_descriptors(workers: int) -> None:
+    """Raise the soft RLIMIT_NOFILE to what `workers` need, or RunError when the hard limit is too low."""
+    need = descriptors_needed(workers)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise RunError(f"config key 'trainer.workers': got {workers}, which needs about {need} file descriptors in "
+                       f"the main process; allowed: at most what the limit allows (ulimit -n is {soft}, hard limit "
+                       f"{hard}): raise it or use fewer workers")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def _existing(directory: Path) -> Path:
+    """directory, or its nearest ancestor that exists (where a new run directory would be made)."""
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            return candidate
+    return Path("/")
+
+
+def check_disk(directory: Path, nbytes: int) -> None:
+    """RunError unless the filesystem of directory (or of the ancestor it would be made in) has nbytes and INODES."""
+    where = _existing(directory)
+    try:
+        st = os.statvfs(where)
+    except OSError as exc:
+        raise RunError(f"cannot check the disk of '{printable(str(where))}': {exc.strerror or exc}") from None
+    free = st.f_bavail * st.f_frsize
+    shown = printable(str(directory))
+    if free < nbytes:
+        raise RunError(f"no room for the run in '{shown}': {format_bytes(free)} free on its disk; allowed: at least "
+                       f"{format_bytes(nbytes)} (the config, a checkpoint beside the previous one, events)")
+    if st.f_files and st.f_favail < INODES:  # f_files is 0 where the filesystem has no inode limit
+        raise RunError(f"no room for the run in '{shown}': {st.f_favail} free inodes on its disk; allowed: at least "
+                       f"{INODES}")

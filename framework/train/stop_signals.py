@@ -1,0 +1,67 @@
+"""How `train` stops on a signal: SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) are recorded, never raised.
+
+A handler that raises (Python's KeyboardInterrupt) can strike anywhere: in an
+import, half-way through placing shared memory, between writing a temp file
+and renaming it. Here the first of these signals is only recorded, and each
+phase of a run acts on it where it can do so cleanly:
+
+- start-up (config checks, the model and shared memory, room checks; the run
+  directory does not exist yet): the start is abandoned at its next step,
+  nothing is written, exit code 128 + the signal's number (130 for Ctrl-C);
+- worker start: no further worker is started, then as in training;
+- training: the workers finish their update, the final checkpoint and
+  summary are written, exit code 0; the run can be resumed;
+- a checkpoint being written: the write is never cut short; then as in training;
+- shutdown (workers stopping, the final checkpoint): later signals change
+  nothing; stopping workers get `trainer.join_timeout_s`, then are terminated.
+
+The terminal sends SIGINT and SIGHUP to the whole process group, workers
+included: workers are started with both blocked (`lifecycle.signals_blocked`)
+and ignore them from their first instruction on (`lifecycle.ignore_signals`),
+so they never die half-started; they stop when the main process tells them.
+The cost: one flag, read where a phase can stop.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WORKER_IGNORED = (signal.SIGINT, signal.SIGHUP)
+"""Signals a terminal sends to a whole process group: the main process decides for its workers."""
+
+
+class Interrupted(Exception):
+    """A stop signal arrived before the run directory existed: the start is abandoned, nothing was written."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name} before the run started; nothing was written")
+        self.signum = signum
+
+
+class StopSignals:
+    """The stop signals of one command: installed for a `with` block, the first one recorded in `received`."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._record) for s in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _record(self, signum: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def check(self) -> None:
+        """Raise Interrupted when a stop signal has arrived (start-up calls it between its steps)."""
+        if self.received is not None:
+            raise Interrupted(self.received)
