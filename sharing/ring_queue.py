@@ -183,7 +183,8 @@ class RingQueue:
         """Put every item of `objs`, in order and all at once (room for all of them, or queue.Full)."""
         if self._closed:
             raise ValueError(f"Queue {self!r} is closed")
-        self._put(b"".join([_pickler.frame(obj) for obj in objs]), len(objs), block, timeout)
+        if objs:
+            self._put(b"".join([_pickler.frame(obj) for obj in objs]), len(objs), block, timeout)
 
     def put_nowait(self, obj: object) -> None:
         self.put(obj, False)
@@ -269,25 +270,42 @@ class RingQueue:
         hints[waiting] = max(hints[waiting] - 1, 0)
         return True
 
-    def _put(self, data: bytes, messages: int, block: bool, timeout: float | None) -> None:
-        size, capacity, words = len(data), self._capacity, self._words
-        if size > capacity:
-            raise ValueError(f"{size} bytes cannot fit in {self!r}: make it with a larger capacity_bytes, or put "
-                             "large arrays in shared memory (sharing.share_array) so that only handles travel")
+    def _lock_when(self, putting: bool, size: int, messages: int, block: bool,
+                   timeout: float | None) -> tuple[int, int]:
+        """Take the mutex and return the (write, read) words once the ring has room for `messages` messages
+        of `size` bytes (`putting`) or holds a message (getting); queue.Full or queue.Empty if it will not
+        (not `block`, or `timeout` passed), with the mutex released."""
+        refused = Full if putting else Empty
         deadline = None if timeout is None or not block else time.monotonic() + timeout
         err = _try_lock(self._mutex)
         if err and not self._lock(err, block, deadline):
-            raise Full
+            raise refused
+        words, maxsize = self._words, self._maxsize
         while True:
             write, read = words[_WRITE], words[_READ]
-            if self._room(write, read) >= size and not (
-                    self._maxsize and ((write >> 32) - (read >> 32) & _U32) + messages > self._maxsize):
-                break
+            count = (write >> 32) - (read >> 32) & _U32
+            if putting:
+                ready = self._room(write, read) >= size and not (maxsize and count + messages > maxsize)
+            else:
+                ready = count > 0
+            if ready:
+                return write, read
             if not block:
                 _unlock(self._mutex)
-                raise Full
-            if not self._sleep(self._gets_futex, read >> 32, _PUTTERS_WAITING, deadline):
-                raise Full
+                raise refused
+            if putting:  # sleep until a get moves the read word, or a put the write word
+                slept = self._sleep(self._gets_futex, read >> 32, _PUTTERS_WAITING, deadline)
+            else:
+                slept = self._sleep(self._puts_futex, write >> 32, _GETTERS_WAITING, deadline)
+            if not slept:
+                raise refused
+
+    def _put(self, data: bytes, messages: int, block: bool, timeout: float | None) -> None:
+        size, capacity = len(data), self._capacity
+        if size > capacity:
+            raise ValueError(f"{size} bytes cannot fit in {self!r}: make it with a larger capacity_bytes, or put "
+                             "large arrays in shared memory (sharing.share_array) so that only handles travel")
+        write, _ = self._lock_when(True, size, messages, block, timeout)
         offset = write & _U32
         end = offset + size
         if end <= capacity:
@@ -296,7 +314,7 @@ class RingQueue:
             first = capacity - offset
             self._ring[offset:] = memoryview(data)[:first]
             self._ring[:size - first] = memoryview(data)[first:]
-        words[_WRITE] = ((write >> 32) + messages & _U32) << 32 | end % capacity  # the commit
+        self._words[_WRITE] = ((write >> 32) + messages & _U32) << 32 | end % capacity  # the commit
         sleepers = self._hints[_GETTERS_WAITING]
         _unlock(self._mutex)
         if sleepers:
@@ -306,20 +324,8 @@ class RingQueue:
         words = self._words
         if block and self._spin_s and words[_WRITE] >> 32 == words[_READ] >> 32:
             self._spin(self._spin_s if timeout is None else min(self._spin_s, timeout))
-        deadline = None if timeout is None or not block else time.monotonic() + timeout
-        err = _try_lock(self._mutex)
-        if err and not self._lock(err, block, deadline):
-            raise Empty
-        while True:
-            write, read = words[_WRITE], words[_READ]
-            count = (write >> 32) - (read >> 32) & _U32
-            if count:
-                break
-            if not block:
-                _unlock(self._mutex)
-                raise Empty
-            if not self._sleep(self._puts_futex, write >> 32, _GETTERS_WAITING, deadline):
-                raise Empty
+        write, read = self._lock_when(False, 0, 0, block, timeout)
+        count = (write >> 32) - (read >> 32) & _U32
         taken = min(most, count)
         offset, messages = read & _U32, []
         for _ in range(taken):
