@@ -1,20 +1,30 @@
-"""Benchmark: round trip of a shared array through a `sharing` Queue, and the cost of `share_array`.
+"""Benchmark: a shared array through `sharing`'s queues, against the queue floor, RingQueue and torch.
 
 Measures, in one run on one machine:
-  * the median round trip of a shared float32 array (4 KiB, 4 MiB, 256 MiB)
-    through a Queue pair to a spawn-started echo child, for both strategies;
-  * the same for torch.multiprocessing (../shared/baselines/torch_queue_latency.py)
-    and for a plain tuple through multiprocessing queues (mp_queue_floor.py), the
-    floor any handle-passing scheme pays;
+  * the round trip of a shared float32 array (4 KiB, 4 MiB, 256 MiB, and 1 GiB when
+    memory allows) to a spawn-started echo child and back, for both strategies,
+    through a multiprocessing.Queue pair (what every context's Queue does once
+    `sharing` is imported: the array travels as a handle) and through a
+    sharing.RingQueue pair. The floor, a small tuple through a plain
+    multiprocessing.Queue pair, is measured in the same loop, message for
+    message with the rest, so that all of them share the machine's noise;
+  * the first receipt: the round trip of an array the echo child has not seen,
+    so that it opens the segment;
+  * 4-to-1 and 1-to-4: time per message when four producers feed one consumer
+    and one producer feeds four consumers, for the same queues (RingQueue also
+    with put_many/get_many batches);
+  * torch.multiprocessing's round trip (../shared/baselines/torch_queue_latency.py)
+    and the plain floors (mp_queue_floor.py) as separate programs;
   * `share_array` of 256 MiB against `np.copyto` into a ready buffer, with the
-    kernel's cost of fresh shared pages (allocation alone, no copy) and torch's
-    `share_memory_()` of the same size beside it.
-Writes experiments/results/sharing.md. Run: python experiments/bench_sharing.py
+    kernel's cost of fresh shared pages and torch's `share_memory_()` beside it.
+Writes experiments/results/sharing.md, with the load average at the start and
+the end. About three minutes on two cores. Run: python experiments/bench_sharing.py
 """
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -24,12 +34,19 @@ import time
 import numpy as np
 
 import sharing
-from common import (BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, median_round_trip, run_baseline, torch_available,
+from common import (BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, run_baseline, torch_available,
                     write_result)
+from sharing import room
 
-SIZES = {"4 KiB": 4 << 10, "4 MiB": 4 << 20, "256 MiB": 256 << 20}
+SIZES = {"4 KiB": 4 << 10, "4 MiB": 4 << 20, "256 MiB": 256 << 20, "1 GiB": 1 << 30}
 STRATEGIES = ("file_descriptor", "file_system")
-TARGET_TORCH, TARGET_FLOOR, TARGET_SIZE, TARGET_BANDWIDTH = 1 / 5, 2.0, 1.5, 0.5
+QUEUES = ("Queue", "RingQueue")
+FLOOR_ITEM = ("shm_handle_name_xxxxxxxx", 0, (1024, 1024), (4096, 4), "<f4")  # as mp_queue_floor.py sends
+TARGET_QUEUE, TARGET_RING, TARGET_TORCH, TARGET_BANDWIDTH = 1.2, 0.5, 1 / 5, 0.5
+FIRST_RECEIPTS = 10  # fresh arrays per size for the first-receipt figure (one for the sizes of 256 MiB and up)
+FAN, FAN_MESSAGES = 4, 2048  # processes on the wide side, messages per process (a multiple of BATCH)
+BATCH = 32
+TIMEOUT_S = 120  # a message this late means a worker died: fail rather than hang
 
 
 def echo(inbox, outbox) -> None:
@@ -37,21 +54,138 @@ def echo(inbox, outbox) -> None:
         outbox.put(item)
 
 
-def round_trip(strategy: str, nbytes: int, reps: int) -> float:
-    """Median seconds to put a shared array to an echo child and get it back."""
+def make_queue(ctx, kind: str):
+    return ctx.Queue() if kind == "Queue" else sharing.RingQueue()
+
+
+def timed_round_trip(pair, item) -> float:
+    inbox, outbox = pair
+    start = time.perf_counter()
+    inbox.put(item)
+    outbox.get(timeout=TIMEOUT_S)
+    return time.perf_counter() - start
+
+
+def sizes_that_fit(strategy: str) -> dict[str, int]:
+    """The sizes whose array leaves half the room there is (1 GiB needs 2 GiB free, for instance)."""
+    free, _ = room.system_room(strategy)
+    return {label: n for label, n in SIZES.items() if 2 * n <= free}
+
+
+def round_trips(strategy: str, reps: int) -> tuple[dict, dict]:
+    """Median round trips and first receipts (seconds) by (queue, size label), plus the floors by queue."""
     sharing.set_sharing_strategy(strategy)
     ctx = sharing.get_context("spawn")
-    inbox, outbox = ctx.Queue(), ctx.Queue()
-    child = ctx.Process(target=echo, args=(inbox, outbox))
-    child.start()
-    array = sharing.empty_shared(nbytes // 4, np.float32)
-    inbox.put(array)
-    assert sharing.storage_of(outbox.get()) is sharing.storage_of(array)
-    median = median_round_trip(inbox, outbox, array, reps)
-    inbox.put(None)
-    child.join()
-    return median
+    pairs = {kind: (make_queue(ctx, kind), make_queue(ctx, kind)) for kind in QUEUES}
+    children = [ctx.Process(target=echo, args=pair, daemon=True) for pair in pairs.values()]
+    for child in children:
+        child.start()
+    arrays = {label: sharing.empty_shared(n // 4, np.float32) for label, n in sizes_that_fit(strategy).items()}
+    first: dict[tuple[str, str], list[float]] = {}
+    for kind, pair in pairs.items():
+        timed_round_trip(pair, FLOOR_ITEM)  # the child is up
+        for label, array in arrays.items():
+            fresh = [array] + [sharing.empty_shared(array.shape, array.dtype)
+                               for _ in range(FIRST_RECEIPTS - 1 if array.nbytes < 1 << 28 else 0)]
+            first[kind, label] = [timed_round_trip(pair, a) for a in fresh]
+            del fresh
+    cases = [(kind, label, item) for kind in QUEUES
+             for label, item in [("floor", FLOOR_ITEM), *arrays.items()]]
+    times: dict[tuple[str, str], list[float]] = {(kind, label): [] for kind, label, _ in cases}
+    order = random.Random(0)
+    for rep in range(10 + reps):  # interleaved, in a new order each time: every case sees the same machine
+        order.shuffle(cases)
+        for kind, label, item in cases:
+            elapsed = timed_round_trip(pairs[kind], item)
+            if rep >= 10:
+                times[kind, label].append(elapsed)
+    for inbox, _ in pairs.values():
+        inbox.put(None)
+    for child in children:
+        child.join()
+    medians = {key: statistics.median(t) for key, t in times.items()}
+    return medians, {key: statistics.median(t) for key, t in first.items()}
 
+
+# --- 4-to-1 and 1-to-4 -----------------------------------------------------------------------------------
+
+def fan_in_producer(queue, strategy: str, shared: bool, batch: int, start, finished) -> None:
+    """Put FAN_MESSAGES messages (a shared 4 KiB array, or the floor's tuple) once `start` is set; stay until
+    `finished` (a file_descriptor sender must outlive its messages)."""
+    sharing.set_sharing_strategy(strategy)
+    item = sharing.empty_shared(1024, np.float32) if shared else FLOOR_ITEM
+    start.wait()
+    for _ in range(FAN_MESSAGES // batch):
+        queue.put_many([item] * batch) if batch > 1 else queue.put(item)
+    finished.wait()
+
+
+def fan_out_consumer(queue, batch: int, done) -> None:
+    """Get messages until a None (one comes last for each consumer: a batch's others go back); report how many."""
+    count = 0
+    while True:
+        got = queue.get_many(max_messages=batch) if batch > 1 else [queue.get()]
+        end = next((i for i, item in enumerate(got) if item is None), None)
+        if end is not None:
+            for other in got[end + 1:]:
+                queue.put(other)
+            done.put(count + end)
+            return
+        count += len(got)
+
+
+def fan(pattern: str, kind: str, strategy: str, shared: bool, batch: int) -> float:
+    """Seconds per message for FAN producers into one consumer ("4-to-1") or one producer into FAN consumers."""
+    sharing.set_sharing_strategy(strategy)
+    ctx = sharing.get_context("forkserver")
+    queue, start, finished, done = make_queue(ctx, kind), ctx.Event(), ctx.Event(), ctx.Queue()
+    total = FAN * FAN_MESSAGES
+    if pattern == "4-to-1":
+        workers = [ctx.Process(target=fan_in_producer, args=(queue, strategy, shared, batch, start, finished),
+                               daemon=True) for _ in range(FAN)]
+    else:
+        workers = [ctx.Process(target=fan_out_consumer, args=(queue, batch, done), daemon=True) for _ in range(FAN)]
+    for worker in workers:
+        worker.start()
+    if pattern == "4-to-1":
+        time.sleep(0.5)  # the producers are up and waiting on `start`
+        began = time.perf_counter()
+        start.set()
+        received = 0
+        while received < total:
+            received += (len(queue.get_many(timeout=TIMEOUT_S, max_messages=batch)) if batch > 1
+                         else queue.get(timeout=TIMEOUT_S) is not None)
+        elapsed = time.perf_counter() - began
+        finished.set()
+    else:
+        item = sharing.empty_shared(1024, np.float32) if shared else FLOOR_ITEM
+        time.sleep(0.5)  # the consumers are up and waiting
+        began = time.perf_counter()
+        for _ in range(total // batch):
+            queue.put_many([item] * batch) if batch > 1 else queue.put(item)
+        for _ in workers:
+            queue.put(None)
+        received = sum(done.get(timeout=TIMEOUT_S) for _ in workers)
+        elapsed = time.perf_counter() - began
+        assert received == total, (received, total)
+    for worker in workers:
+        worker.join()
+    return elapsed / total
+
+
+def fans() -> dict[tuple[str, str, str], float]:
+    """Seconds per message by (pattern, case, strategy): the floor, Queue, RingQueue, RingQueue in batches."""
+    out = {}
+    for pattern in ("4-to-1", "1-to-4"):
+        out[pattern, "floor", "-"] = fan(pattern, "Queue", "file_descriptor", False, 1)
+        for strategy in STRATEGIES:
+            for case, kind, batch in (("Queue", "Queue", 1), ("RingQueue", "RingQueue", 1),
+                                      (f"RingQueue, batches of {BATCH}", "RingQueue", BATCH)):
+                out[pattern, case, strategy] = fan(pattern, kind, strategy, True, batch)
+    return out
+
+
+# --- references and bandwidth ----------------------------------------------------------------------------
 
 def bandwidth(nbytes: int, reps: int) -> dict[str, float]:
     """Median GB/s, for `nbytes`, of share_array, of np.copyto into a ready buffer, and of
@@ -108,75 +242,119 @@ def torch_round_trips() -> dict[tuple[str, int], float]:
 
 
 def queue_floors() -> dict[str, float]:
-    """The plain multiprocessing Queue / SimpleQueue round trip of a small tuple (seconds)."""
-    if torch_available():
-        out = run_baseline("mp_queue_floor.py")
-    else:  # the floor needs no torch: run it with this interpreter
-        out = subprocess.run([sys.executable, str(BASELINES / "mp_queue_floor.py")], capture_output=True,
-                             text=True, check=True).stdout
-    return {kind: float(us) / 1e6 for kind, us in re.findall(r"plain mp\.(\w+) handle rtt_median=([\d.]+) us", out)}
+    """The plain multiprocessing Queue / SimpleQueue round trip of a small tuple (seconds), as its own program."""
+    done = subprocess.run([sys.executable, str(BASELINES / "mp_queue_floor.py")], capture_output=True, text=True,
+                          check=True)
+    return {kind: float(us) / 1e6 for kind, us in re.findall(r"plain mp\.(\w+) handle rtt_median=([\d.]+) us",
+                                                              done.stdout)}
 
 
-def keep_lowest(best: dict, new: dict) -> None:
-    """Fold one round's medians into `best`, keeping the lowest per key."""
-    for key, value in new.items():
-        best[key] = min(value, best.get(key, value))
-
+# --- the report -------------------------------------------------------------------------------------------
 
 def us(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e6:.0f}"
 
 
+def middle(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=200, help="round trips per size and round (default 200)")
+    parser.add_argument("--reps", type=int, default=1000, help="round trips per case and round (default 1000)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds, each measuring ours and the references; the lowest median counts (default 3)")
+                        help="rounds, each measuring ours, the floor and torch; figures are the medians of the "
+                             "rounds' medians (default 3)")
     args = parser.parse_args()
+    load_before, began = load(), time.monotonic()
 
-    ours: dict[tuple[str, int], float] = {}
-    floors: dict[str, float] = {}
-    theirs: dict[tuple[str, int], float] = {}
+    per_round: dict[tuple, list[float]] = {}       # (strategy, queue, label) -> a median per round
+    ratios: dict[tuple, list[float]] = {}          # (strategy, queue, label) -> its floor ratio per round
+    first: dict[tuple, list[float]] = {}
+    theirs: dict[tuple[str, int], list[float]] = {}
+    floors: dict[str, list[float]] = {}
     for _ in range(args.rounds):  # interleaved, so that ours and the references share the machine's noise
-        keep_lowest(floors, queue_floors())
-        keep_lowest(ours, {(s, n): round_trip(s, n, args.reps) for s in STRATEGIES for n in SIZES.values()})
-        keep_lowest(theirs, torch_round_trips())
-    for (s, n), t in ours.items():
-        print(f"sharing {s:16s} {n:>10d} B  rtt_median={t * 1e6:8.1f} us", flush=True)
+        for kind, t in queue_floors().items():
+            floors.setdefault(kind, []).append(t)
+        for strategy in STRATEGIES:
+            medians, firsts = round_trips(strategy, args.reps)
+            for (kind, label), t in medians.items():
+                per_round.setdefault((strategy, kind, label), []).append(t)
+                ratios.setdefault((strategy, kind, label), []).append(t / medians["Queue", "floor"])
+            for (kind, label), t in firsts.items():
+                first.setdefault((strategy, kind, label), []).append(t)
+        for key, t in torch_round_trips().items():
+            theirs.setdefault(key, []).append(t)
+        print(f"round done, {time.monotonic() - began:.0f} s", flush=True)
+    fan_results = fans()
     gbs = bandwidth(SIZES["256 MiB"], reps=5)
     gbs["torch share_memory_"] = torch_share_bandwidth(SIZES["256 MiB"], reps=5)
-    print("256 MiB: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.2f}'} GB/s" for k, v in gbs.items()),
-          flush=True)
-    share_ratio = gbs["share_array"] / gbs["np.copyto"]
-    floor = floors.get("Queue")
+    load_after, seconds = load(), time.monotonic() - began
 
+    rt = {key: middle(v) for key, v in per_round.items()}
+    ratio = {key: middle(v) for key, v in ratios.items()}
+    torch_rt = {key: middle(v) for key, v in theirs.items()}
+    labels = [label for label in SIZES if any((s, "Queue", label) in rt for s in STRATEGIES)]
     rows = []
     for s in STRATEGIES:
-        for label, n in SIZES.items():
-            t = ours[(s, n)]
-            rows.append([s, label, us(t), us(theirs.get((s, n))), fmt_ratio(t, theirs.get((s, n))), us(floor),
-                         fmt_ratio(t, floor), fmt_ratio(t, ours[(s, SIZES["4 KiB"])])])
-    table = markdown_table(["strategy", "size", "sharing (us)", "torch (us)", "sharing / torch",
-                            "mp.Queue floor (us)", "sharing / floor", "vs 4 KiB"], rows)
-    worst_torch = max((ours[k] / theirs[k] for k in ours if k in theirs), default=None)
-    worst_floor = max(t / floor for t in ours.values()) if floor else None
-    worst_size = max(ours[(s, SIZES["256 MiB"])] / ours[(s, SIZES["4 KiB"])] for s in STRATEGIES)
+        for label in labels:
+            if (s, "Queue", label) not in rt:
+                continue
+            torch_t = torch_rt.get((s, SIZES[label]))
+            rows.append([s, label, us(rt[s, "Queue", "floor"]), us(rt[s, "Queue", label]),
+                         f"{ratio[s, 'Queue', label]:.2f}x", us(rt[s, "RingQueue", label]),
+                         f"{ratio[s, 'RingQueue', label]:.2f}x", us(torch_t), fmt_ratio(rt[s, "Queue", label], torch_t),
+                         us(middle(first[s, "Queue", label])), us(middle(first[s, "RingQueue", label]))])
+    table = markdown_table(["strategy", "size", "floor (us)", "Queue (us)", "Queue / floor", "RingQueue (us)",
+                            "RingQueue / floor", "torch (us)", "Queue / torch", "first receipt, Queue (us)",
+                            "first receipt, RingQueue (us)"], rows)
+    ring_tuple = {s: ratio[s, "RingQueue", "floor"] for s in STRATEGIES}
+    fan_floor = {p: fan_results[p, "floor", "-"] for p in ("4-to-1", "1-to-4")}
+    fan_rows = [[pattern, case, strategy, us(t), f"{t / fan_floor[pattern]:.2f}x"]
+                for (pattern, case, strategy), t in fan_results.items()]
+
+    worst_queue = max(v for (s, kind, label), v in ratio.items() if kind == "Queue" and label != "floor")
+    worst_ring = max(v for (s, kind, label), v in ratio.items() if kind == "RingQueue" and label != "floor")
+    torch_ratios = [rt[s, "Queue", label] / torch_rt[s, SIZES[label]] for s in STRATEGIES for label in labels
+                    if (s, SIZES[label]) in torch_rt and (s, "Queue", label) in rt]
+    worst_torch = max(torch_ratios, default=None)
+    share_ratio = gbs["share_array"] / gbs["np.copyto"]
     checks = markdown_table(["target", "measured (worst case)", "met"], [
-        ["round trip <= 1/5 of torch's", "n/a" if worst_torch is None else f"{worst_torch:.2f}x",
+        [f"Queue round trip <= {TARGET_QUEUE}x the floor, every size", f"{worst_queue:.2f}x",
+         worst_queue <= TARGET_QUEUE],
+        [f"RingQueue round trip <= {TARGET_RING}x the floor, every size", f"{worst_ring:.2f}x",
+         worst_ring <= TARGET_RING],
+        ["Queue round trip <= 1/5 of torch's", "n/a" if worst_torch is None else f"{worst_torch:.2f}x",
          "n/a" if worst_torch is None else worst_torch <= TARGET_TORCH],
-        ["round trip <= 2x the mp.Queue floor", "n/a" if worst_floor is None else f"{worst_floor:.2f}x",
-         "n/a" if worst_floor is None else worst_floor <= TARGET_FLOOR],
-        ["256 MiB within 1.5x of 4 KiB", f"{worst_size:.2f}x", worst_size <= TARGET_SIZE],
         ["share_array(256 MiB) >= 50% of np.copyto", f"{share_ratio:.0%}", share_ratio >= TARGET_BANDWIDTH],
     ])
-    floor_note = ", ".join(f"mp.{k} {v * 1e6:.0f} us" for k, v in floors.items())
-    path = write_result("sharing", "Sharing: queue round trip and share_array bandwidth", [
-        "Median round trip of a shared float32 array put on a `sharing` Queue to a spawn-started echo child "
-        f"and back ({args.reps} round trips after 10 warm-up ones), against torch.multiprocessing "
-        "(`torch_queue_latency.py`) and the plain multiprocessing floor for a small tuple "
-        f"(`mp_queue_floor.py`: {floor_note}), all measured in this run: {args.rounds} rounds, each measuring "
-        "all of them in turn, and each figure the lowest of its medians.",
+    floor_note = ", ".join(f"mp.{k} {middle(v) * 1e6:.0f} us" for k, v in floors.items())
+    path = write_result("sharing", "Sharing: queue round trips and share_array bandwidth", [
+        f"Load average (1/5/15 min) {load_before} at the start, {load_after} at the end; {seconds:.0f} s in all.",
+        "## Round trip of a shared array",
+        "Median round trip of a shared float32 array to a spawn-started echo child and back, through a "
+        "`multiprocessing.Queue` pair (any context's Queue: importing `sharing` makes the array a handle) and "
+        "through a `sharing.RingQueue` pair. The floor is a 5-tuple through a plain `multiprocessing.Queue` pair, "
+        "timed in the same loop as the arrays, one message of each case in turn "
+        f"({args.reps} round trips per case after 10 warm-up ones); ratios are taken within a round. "
+        f"{args.rounds} rounds, each also running torch.multiprocessing (`torch_queue_latency.py`, 200 round "
+        f"trips) and `mp_queue_floor.py` as separate programs ({floor_note}); every figure is the median of "
+        "the rounds' medians. First receipt: the first round trip of an array the echo child has not seen, "
+        f"so that it opens the segment (median of {FIRST_RECEIPTS} fresh arrays per round up to 4 MiB, of one "
+        "above). A 5-tuple through the RingQueue pair costs "
+        + ", ".join(f"{ring_tuple[s]:.2f}x the floor ({s})" for s in STRATEGIES) + ".",
         table,
+        "## Many to one, one to many",
+        f"Time per message, {FAN} producer processes into one consumer (4-to-1) and one producer into {FAN} "
+        f"consumers (1-to-4), {FAN * FAN_MESSAGES} messages in all (forkserver); the message is a shared 4 KiB "
+        f"array, or the floor's 5-tuple through `multiprocessing.Queue`. The batched RingQueue rows put and get "
+        f"{BATCH} messages per call (`put_many`, `get_many`).",
+        markdown_table(["pattern", "queue", "strategy", "us per message", "vs floor"], fan_rows),
+        "## share_array bandwidth",
         "Bandwidth for 256 MiB (median of 5): `share_array` makes fresh shared pages and copies into them; "
         "`empty_shared` only makes the pages (the kernel allocates, zeroes and maps each 4 KiB page, the floor "
         "under any shared copy); torch's `share_memory_()` does the same work as `share_array` (its clone's "
@@ -184,9 +362,10 @@ def main() -> None:
         markdown_table(["operation", "GB/s", "vs np.copyto"],
                        [[name, "n/a" if v is None else f"{v:.2f}", "n/a" if v is None else f"{v / gbs['np.copyto']:.0%}"]
                         for name, v in gbs.items()]),
+        "## Targets",
         checks,
     ])
-    print(f"wrote {path}")
+    print(f"wrote {path} in {seconds:.0f} s (load {load_before} -> {load_after})")
 
 
 if __name__ == "__main__":

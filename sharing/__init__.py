@@ -7,7 +7,9 @@ any view of one) put on a queue or pipe, handed to a pool, or passed to a
 spawn/forkserver process travels as a handle and the receiver's array aliases
 the sender's memory; other arrays are copied as usual. On top come
 ``share_array``, ``empty_shared`` and ``is_shared``, the two sharing strategies
-of ``torch.multiprocessing`` and a ``spawn`` that reports failed children.
+of ``torch.multiprocessing``, a ``spawn`` that reports failed children, and
+``RingQueue``, a Queue over a ring buffer in shared memory for when the
+queue's own cost matters.
 """
 import importlib
 import multiprocessing
@@ -15,12 +17,13 @@ from multiprocessing import *  # noqa: F401,F403  (the drop-in part)
 
 from . import lifecycle, reductions  # noqa: F401  (reductions registers the reducers)
 from .arrays import empty_shared, is_shared, share_array, storage_of
+from .ring_queue import RingQueue
 from .spawning import (ProcessContext, ProcessException, ProcessExitedException, ProcessRaisedException,
                        spawn)
 from .storage import Storage
 from .strategies import get_all_sharing_strategies, get_sharing_strategy, set_sharing_strategy
 
-__all__ = [*multiprocessing.__all__, "Storage", "empty_shared", "get_all_sharing_strategies",
+__all__ = [*multiprocessing.__all__, "RingQueue", "Storage", "empty_shared", "get_all_sharing_strategies",
            "get_sharing_strategy", "is_shared", "set_sharing_strategy", "share_array", "spawn", "storage_of",
            "ProcessContext", "ProcessException", "ProcessExitedException", "ProcessRaisedException"]
 

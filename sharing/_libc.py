@@ -1,4 +1,5 @@
-"""The few libc calls the standard library lacks: mmap returning a raw address, munmap, prctl.
+"""The few libc calls the standard library lacks: mmap returning a raw address, munmap, prctl,
+and the robust mutex and futexes the ring queue is built on.
 
 Mappings are made with libc rather than the ``mmap`` module because ``mmap.mmap``
 duplicates the file descriptor it is given and hides the copy, which would
@@ -7,7 +8,10 @@ double the descriptors a shared storage costs.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+import platform
+import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -52,3 +56,83 @@ def prctl(option: int, arg: int) -> None:
     """Call prctl(2) with one argument."""
     if _libc.prctl(option, arg, 0, 0, 0) != 0:
         _raise_errno(f"prctl({option}) failed")
+
+
+# --- a robust process-shared mutex and futexes, for the ring queue (see ring_queue) -------------------------
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _timespec(seconds: float) -> _Timespec:
+    whole = int(seconds)
+    return _Timespec(whole, int((seconds - whole) * 1e9))
+
+
+MUTEX_BYTES = 64  # room for a pthread_mutex_t: 40 bytes on x86-64 glibc, 48 on aarch64
+_PTHREAD_PROCESS_SHARED = 1
+_PTHREAD_MUTEX_ROBUST = 1
+# Non-blocking calls keep the GIL (PyDLL); calls that may block release it (CDLL).
+_held_gil = ctypes.PyDLL(None)
+for _lib in (_libc, _held_gil):
+    for _name in ("pthread_mutex_lock", "pthread_mutex_trylock", "pthread_mutex_unlock", "pthread_mutex_consistent"):
+        getattr(_lib, _name).argtypes = (ctypes.c_void_p,)
+    _lib.pthread_mutex_timedlock.argtypes = (ctypes.c_void_p, ctypes.POINTER(_Timespec))
+_libc.syscall.restype = ctypes.c_long
+
+# syscall(2) is variadic: every argument is passed as a C long.
+_SYS_FUTEX = ctypes.c_long({"x86_64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98, "ppc64le": 221,
+                            "s390x": 238}.get(platform.machine(), -1))
+_FUTEX_WAIT, _FUTEX_WAKE = ctypes.c_long(0), ctypes.c_long(1)  # not the _PRIVATE forms: processes share the word
+_ZERO = ctypes.c_long(0)
+
+
+def init_robust_mutex(addr: int) -> None:
+    """Make a process-shared, robust mutex at `addr` (MUTEX_BYTES of shared memory).
+
+    Robust: when its owner dies holding it, the next locker gets EOWNERDEAD
+    instead of waiting forever (see `lock_mutex`).
+    """
+    attr = ctypes.create_string_buffer(16)  # a pthread_mutexattr_t is 4 bytes on x86-64, 8 on aarch64
+    for call, args in (("pthread_mutexattr_init", ()), ("pthread_mutexattr_setpshared", (_PTHREAD_PROCESS_SHARED,)),
+                       ("pthread_mutexattr_setrobust", (_PTHREAD_MUTEX_ROBUST,))):
+        err = getattr(_libc, call)(attr, *args)
+        if err:
+            raise OSError(err, f"{call}: {os.strerror(err)}")
+    err = _libc.pthread_mutex_init(ctypes.c_void_p(addr), attr)
+    _libc.pthread_mutexattr_destroy(attr)
+    if err:
+        raise OSError(err, f"pthread_mutex_init: {os.strerror(err)}")
+
+
+# try_lock_mutex(addr) -> 0, EBUSY or EOWNERDEAD; unlock_mutex(addr). Called for every message, so
+# they are the bare C functions (keeping the GIL: neither blocks).
+try_lock_mutex = _held_gil.pthread_mutex_trylock
+unlock_mutex = _held_gil.pthread_mutex_unlock
+
+
+def lock_mutex(addr: int, timeout_s: float | None) -> int:
+    """Lock the mutex at `addr` within `timeout_s` seconds (None: however long it takes), releasing the GIL.
+
+    Returns 0, EOWNERDEAD (locked, but its previous owner died holding it: make
+    the state it protects consistent, then call `mark_consistent`) or ETIMEDOUT.
+    """
+    if timeout_s is None:
+        return _libc.pthread_mutex_lock(addr)
+    return _libc.pthread_mutex_timedlock(addr, _timespec(time.time() + max(timeout_s, 0.0)))
+
+
+def mark_consistent(addr: int) -> None:
+    """Declare the state a robust mutex protects repaired after EOWNERDEAD."""
+    _held_gil.pthread_mutex_consistent(addr)
+
+
+def futex_wait(addr: int, expected: int, timeout_s: float) -> None:
+    """Sleep while the uint32 at `addr` holds `expected`, at most `timeout_s` (a wake, a signal or a change ends it)."""
+    _libc.syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAIT, ctypes.c_long(expected),
+                  ctypes.byref(_timespec(timeout_s)), None, _ZERO)
+
+
+def futex_wake(addr: int, count: int) -> None:
+    """Wake up to `count` processes sleeping in `futex_wait` on `addr`."""
+    _libc.syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAKE, ctypes.c_long(count), None, None, _ZERO)

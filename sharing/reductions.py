@@ -25,22 +25,11 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 
 from . import lending, memfd, shmfile
-from .arrays import storage_of
-from .storage import Storage, lookup, lookup_or_open
+from .lending import acknowledge, lend
+from .storage import Storage, live_storages, lookup, lookup_or_open
 from .strategies import FILE_DESCRIPTOR
 
 _BY_VALUE_PROTOCOL = 4  # NumPy's in-band reduction, valid under every protocol multiprocessing uses
-_pid = os.getpid()  # os.getpid() is a system call; this follows forks
-
-
-def _after_fork_in_child() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _array_interface_address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
@@ -66,79 +55,101 @@ def _choose_address_reader():
 _data_address = _choose_address_reader()
 
 
-def rebuild_fd_storage(token: bytes, nbytes: int, pid: int, fd: int, ino: int,
-                       board_fd: int, board_ino: int, slot: int, generation: int) -> Storage:
-    """Receive a file_descriptor storage: the cached one, or the sender's segment opened through /proc."""
-    storage = lookup(token)
+# Note [the handle]
+# A storage travels as (head, ticket). The head says how to open the storage and
+# where its lender's board is; it is the same for every message a process sends
+# of that storage, so it is built once per process and kept on the Storage
+# (``handle``); only the lending ticket is new per message (see ``lending``).
+#   file_descriptor: (token, nbytes, board address, segment fd, segment inode)
+#   file_system:     (token, nbytes, board address, published name)
+# The board address is (lender pid, board fd, board inode); a file_descriptor
+# receiver opens the segment through that same pid. An array adds its layout:
+# offset, shape, strides, dtype (its ``str`` when built in) and whether it is
+# writeable. Every message runs these functions on both sides, and in a round
+# trip between sleeping processes each Python step costs several times what it
+# does in a loop, so they do as few as they can: the sender reads the cached head
+# and takes a ticket, the receiver looks the token up, makes one store to the
+# lender's board and one ndarray.
+_FD_HEAD_LEN = 5
+
+
+def _make_head(storage: Storage) -> tuple:
+    """The constant part of this process's handles for `storage`, cached on it."""
+    if storage.strategy == FILE_DESCRIPTOR:
+        head = (storage.token, storage.nbytes, lending.board(), storage.fd, storage.ino)
+    else:
+        head = (storage.token, storage.nbytes, lending.board(), shmfile.published_name(storage))
+    storage.handle = head
+    return head
+
+
+def _open(head: tuple) -> Storage:
+    """First receipt: map the segment a head names (unless another thread just did)."""
+    token, nbytes, (pid, _, _) = head[:3]
+    if len(head) == _FD_HEAD_LEN:
+        fd, ino = head[3:]
+        return lookup_or_open(token, lambda: memfd.open_segment(token, nbytes, pid, fd, ino))[0]
+    return lookup_or_open(token, lambda: shmfile.open_published(token, nbytes, head[3]))[0]
+
+
+def rebuild_storage(head: tuple, ticket: int) -> Storage:
+    """Receive a storage: the cached one, or on first receipt the sender's segment opened now."""
+    storage = lookup(head[0])
     if storage is None:
-        storage, _ = lookup_or_open(token, lambda: memfd.open_segment(token, nbytes, pid, fd, ino))
-    lending.acknowledge(pid, board_fd, board_ino, slot, generation)
+        storage = _open(head)
+    acknowledge(head[2], ticket)
     return storage
-
-
-def rebuild_fs_storage(token: bytes, nbytes: int, name: str, pid: int, board_fd: int, board_ino: int,
-                       slot: int, generation: int) -> Storage:
-    """Receive a file_system storage: the cached one, or the segment its sender published under `name`."""
-    storage = lookup(token)
-    if storage is None:
-        storage, _ = lookup_or_open(token, lambda: shmfile.open_published(token, nbytes, name))
-    lending.acknowledge(pid, board_fd, board_ino, slot, generation)
-    return storage
-
-
-def _fd_handle(storage: Storage) -> tuple:
-    """The arguments of `rebuild_fd_storage` for one message (the storage is lent to it)."""
-    return (storage.token, storage.nbytes, _pid, storage.fd, storage.ino, *lending.lend(storage))
-
-
-def _fs_handle(storage: Storage) -> tuple:
-    """The arguments of `rebuild_fs_storage` for one message (the storage is lent to it)."""
-    return (storage.token, storage.nbytes, shmfile.published_name(storage), _pid, *lending.lend(storage))
 
 
 def reduce_storage(storage: Storage) -> tuple:
-    """A storage as a handle for one message."""
-    if storage.strategy == FILE_DESCRIPTOR:
-        return rebuild_fd_storage, _fd_handle(storage)
-    return rebuild_fs_storage, _fs_handle(storage)
+    """A storage as a handle for one message (the storage is lent to it)."""
+    return rebuild_storage, (storage.handle or _make_head(storage), lend(storage))
 
 
-def _view(storage: Storage, offset: int, shape: tuple, strides: tuple, dtype: str | np.dtype,
-          writeable: bool) -> np.ndarray:
-    """An array over a received storage with the sender's layout."""
-    a = np.ndarray(shape, dtype, buffer=storage.as_bytes(), offset=offset, strides=strides)
+def rebuild_array(head: tuple, ticket: int, offset: int, shape: tuple, strides: tuple, dtype: str | np.dtype,
+                  writeable: bool) -> np.ndarray:
+    """Receive an array: its storage viewed with the sender's layout."""
+    storage = lookup(head[0])
+    if storage is None:
+        storage = _open(head)
+    acknowledge(head[2], ticket)
+    a = np.ndarray(shape, dtype, storage.as_bytes(), offset, strides)
     if not writeable:
         a.flags.writeable = False
     return a
 
 
-def rebuild_fd_array(token: bytes, nbytes: int, pid: int, fd: int, ino: int, board_fd: int, board_ino: int,
-                     slot: int, generation: int, offset: int, shape: tuple, strides: tuple,
-                     dtype: str | np.dtype, writeable: bool) -> np.ndarray:
-    """Receive an array of a file_descriptor storage."""
-    storage = rebuild_fd_storage(token, nbytes, pid, fd, ino, board_fd, board_ino, slot, generation)
-    return _view(storage, offset, shape, strides, dtype, writeable)
+_dtype_names: dict[np.dtype, str] = {}
 
 
-def rebuild_fs_array(token: bytes, nbytes: int, name: str, pid: int, board_fd: int, board_ino: int, slot: int,
-                     generation: int, offset: int, shape: tuple, strides: tuple, dtype: str | np.dtype,
-                     writeable: bool) -> np.ndarray:
-    """Receive an array of a file_system storage."""
-    storage = rebuild_fs_storage(token, nbytes, name, pid, board_fd, board_ino, slot, generation)
-    return _view(storage, offset, shape, strides, dtype, writeable)
+def _dtype_name(dtype: np.dtype) -> str | np.dtype:
+    """How a dtype travels: its ``str`` when built in (remembered: reading ``.str`` builds the string), else itself."""
+    if dtype.isbuiltin != 1:
+        return dtype
+    if len(_dtype_names) > 256:  # string dtypes of every length are built in
+        _dtype_names.clear()
+    name = _dtype_names[dtype] = dtype.str
+    return name
 
 
 def reduce_ndarray(a: np.ndarray) -> tuple:
     """A shared array as its storage's handle plus its layout; any other array by value, as NumPy pickles it."""
-    base = storage_of(a)
-    if base is None:
-        return a.__reduce_ex__(_BY_VALUE_PROTOCOL)
-    dtype = a.dtype
-    layout = (_data_address(a) - base.address, a.shape, a.strides, dtype.str if dtype.isbuiltin == 1 else dtype,
-              a.flags.writeable)
-    if base.strategy == FILE_DESCRIPTOR:
-        return rebuild_fd_array, (*_fd_handle(base), *layout)
-    return rebuild_fs_array, (*_fs_handle(base), *layout)
+    storage = a.base
+    while type(storage) is not Storage:  # storage_of, inlined: usually array -> flat uint8 view -> Storage
+        storage = getattr(storage, "base", None)
+        if storage is None:
+            return a.__reduce_ex__(_BY_VALUE_PROTOCOL)
+    return rebuild_array, (storage.handle or _make_head(storage), lend(storage), _data_address(a) - storage.address,
+                           a.shape, a.strides, _dtype_names.get(a.dtype) or _dtype_name(a.dtype), a.flags.writeable)
+
+
+def _forget_handles_after_fork() -> None:
+    # A handle names this process's board (and, for file_system, its published name): the child builds its own.
+    for storage in live_storages():
+        storage.handle = None
+
+
+os.register_at_fork(after_in_child=_forget_handles_after_fork)
 
 
 def register() -> None:

@@ -126,7 +126,7 @@ def _unpublish() -> None:
                 os.unlink(_path(storage.published))
             except FileNotFoundError:
                 pass
-            storage.published = None
+            storage.published = storage.handle = None  # the handle named it
 
 
 def open_published(token: bytes, nbytes: int, name: str) -> Storage:

@@ -30,7 +30,7 @@ class Storage:
     """
 
     __slots__ = ("nbytes", "strategy", "token", "fd", "ino", "name", "published", "owner_pid", "created",
-                 "address", "_maplen", "_flat", "__weakref__")
+                 "address", "handle", "_maplen", "_flat", "__weakref__")
 
     def __init__(self, *, token: bytes, nbytes: int, strategy: str, addr: int, maplen: int,
                  fd: int = -1, ino: int = 0, name: str | None = None, created: bool = False) -> None:
@@ -44,6 +44,7 @@ class Storage:
         self.owner_pid = os.getpid()
         self.created = created  # counted against this process's room quota
         self.address = addr
+        self.handle: tuple | None = None  # what this process sends it as (built by reductions, once per process)
         self._maplen = maplen
         self._flat: weakref.ref | None = None
 

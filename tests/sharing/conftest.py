@@ -14,6 +14,7 @@ from sharing import lending, manager_client
 
 STRATEGIES = ["file_descriptor", "file_system"]
 START_METHODS = ["spawn", "forkserver", "fork"]
+QUEUE_KINDS = ["Queue", "RingQueue"]
 
 
 def group_names(group: str) -> list[str]:
@@ -33,6 +34,17 @@ def strategy(request):
 @pytest.fixture(params=START_METHODS)
 def start_method(request):
     return request.param
+
+
+@pytest.fixture(params=QUEUE_KINDS)
+def queue_kind(request):
+    """Run the test with multiprocessing's Queue and with sharing's RingQueue."""
+    return request.param
+
+
+def make_queue(ctx, kind: str, maxsize: int = 0):
+    """A queue of `kind` ("Queue": the context's multiprocessing.Queue; "RingQueue")."""
+    return ctx.Queue(maxsize) if kind == "Queue" else sharing.RingQueue(maxsize)
 
 
 @pytest.fixture(scope="session", autouse=True)

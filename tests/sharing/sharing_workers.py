@@ -127,3 +127,81 @@ def send_inherited_after_parent_released(a: np.ndarray, released, outbox) -> Non
         outbox.join_thread()
     except RuntimeError as e:
         outbox.put(str(e))
+
+
+# --- queue contract and kill targets (a queue is a multiprocessing.Queue or a sharing.RingQueue) -----------
+
+def put_after(queue, delay: float, item) -> None:
+    """Sleep, then put `item`."""
+    time.sleep(delay)
+    queue.put(item)
+
+
+def take(queue, count: int, outbox) -> None:
+    """Get `count` items (one call each) and report them on `outbox`."""
+    outbox.put([queue.get(timeout=60) for _ in range(count)])
+
+
+def produce(queue, name: str, count: int) -> None:
+    """Put (name, 0), (name, 1), ... (name, count - 1)."""
+    for i in range(count):
+        queue.put((name, i))
+
+
+def consume_until_none(queue, outbox, many: bool) -> None:
+    """Get items (in batches with get_many when `many`) until a None arrives; report them all.
+
+    The Nones come last, one per consumer: a batch's further Nones go back for the others.
+    """
+    got = []
+    while True:
+        batch = queue.get_many(timeout=60) if many else [queue.get(timeout=60)]
+        if None in batch:
+            end = batch.index(None)
+            got += batch[:end]
+            for other in batch[end + 1:]:
+                queue.put(other)
+            break
+        got += batch
+    outbox.put(got)
+
+
+class _StopMidCopy:
+    """A RingQueue's ring that stops at its `nth` copy in or out (a copy in after writing half the bytes),
+    says so and hangs, the queue's mutex held: where a kill mid-message strikes."""
+
+    def __init__(self, ring: memoryview, stuck, nth: int) -> None:
+        self.ring, self.stuck, self.left = ring, stuck, nth
+
+    def _arrive(self) -> bool:
+        self.left -= 1
+        return self.left == 0
+
+    def _hang(self) -> None:
+        self.stuck.set()
+        sleep_forever()
+
+    def __setitem__(self, where: slice, data) -> None:
+        if not self._arrive():
+            self.ring[where] = data
+            return
+        half = len(data) // 2
+        self.ring[where.start:where.start + half] = memoryview(data)[:half]
+        self._hang()
+
+    def __getitem__(self, where: slice) -> memoryview:
+        if self._arrive():
+            self._hang()
+        return self.ring[where]
+
+
+def put_stopping_mid_message(queue, item, stuck) -> None:
+    """Start putting `item` and hang halfway through copying it into the ring."""
+    queue._ring = _StopMidCopy(queue._ring, stuck, 1)
+    queue.put(item)
+
+
+def get_stopping_mid_message(queue, stuck) -> None:
+    """Start getting a message and hang halfway through copying it out (after its length)."""
+    queue._ring = _StopMidCopy(queue._ring, stuck, 2)
+    queue.get()

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sharing
+from conftest import make_queue
 from sharing import storage_of
 from sharing_workers import (add_one, echo, fork_send_inherited, fork_write, send_inherited_after_parent_released,
                              sum_received, write_through_views)
@@ -28,9 +29,9 @@ def data_pointer(a: np.ndarray) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_child_writes_through_array_and_view_and_sends_views_back(strategy, start_method):
+def test_child_writes_through_array_and_view_and_sends_views_back(strategy, start_method, queue_kind):
     ctx = sharing.get_context(start_method)
-    inbox, outbox = ctx.Queue(), ctx.Queue()
+    inbox, outbox = make_queue(ctx, queue_kind), make_queue(ctx, queue_kind)
     x = sharing.share_array(np.zeros((3, 4)))
     arg = sharing.share_array(np.zeros(5))
     child = ctx.Process(target=write_through_views, args=(strategy, inbox, outbox, arg))
@@ -68,9 +69,9 @@ def test_pool_workers_modify_shared_inputs_in_place(strategy, start_method):
 
 
 @pytest.mark.timeout(60)
-def test_sender_may_drop_its_array_right_after_put(strategy):
+def test_sender_may_drop_its_array_right_after_put(strategy, queue_kind):
     ctx = sharing.get_context("spawn")
-    inbox, outbox = ctx.Queue(), ctx.Queue()
+    inbox, outbox = make_queue(ctx, queue_kind), make_queue(ctx, queue_kind)
     child = ctx.Process(target=sum_received, args=(inbox, outbox))
     child.start()
     inbox.put(sharing.share_array(np.full(1000, 2.0)))   # no reference kept
@@ -80,9 +81,9 @@ def test_sender_may_drop_its_array_right_after_put(strategy):
 
 
 @pytest.mark.timeout(60)
-def test_round_trip_through_an_echo_child_returns_the_same_storage(strategy):
+def test_round_trip_through_an_echo_child_returns_the_same_storage(strategy, queue_kind):
     ctx = sharing.get_context("forkserver")
-    inbox, outbox = ctx.Queue(), ctx.Queue()
+    inbox, outbox = make_queue(ctx, queue_kind), make_queue(ctx, queue_kind)
     child = ctx.Process(target=echo, args=(inbox, outbox))
     child.start()
     a = sharing.empty_shared((100,), np.float32)
@@ -103,9 +104,9 @@ def test_fork_child_write_is_visible_to_parent(strategy):
     np.testing.assert_array_equal(a, 7)
 
 
-def test_fork_child_can_send_an_inherited_array(strategy):
+def test_fork_child_can_send_an_inherited_array(strategy, queue_kind):
     ctx = sharing.get_context("fork")
-    outbox, done = ctx.Queue(), ctx.Event()
+    outbox, done = make_queue(ctx, queue_kind), ctx.Event()
     a = sharing.share_array(np.arange(5.0))
     child = ctx.Process(target=fork_send_inherited, args=(a, outbox, done))
     child.start()

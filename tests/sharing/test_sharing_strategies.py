@@ -1,7 +1,9 @@
 """The two strategies: names, file_system's segments and manager, file_descriptor's absence from /dev/shm."""
 from __future__ import annotations
 
+import collections
 import gc
+import itertools
 import json
 import os
 import re
@@ -207,13 +209,18 @@ def test_lent_storages_are_released_once_received():
     assert lending.lent_count() == 0
 
 
-def test_lending_past_the_board_holds_storages_until_exit(monkeypatch):
+def test_a_message_unacknowledged_past_the_board_is_held_until_exit(monkeypatch):
     monkeypatch.setattr(lending, "BOARD_SLOTS", 2)
-    monkeypatch.setattr(lending, "_board", None)
+    for name, fresh in [("_board", None), ("_acks", None), ("_tickets", itertools.count(1)),
+                        ("_held", collections.deque()), ("_kept", []), ("_peers", {})]:
+        monkeypatch.setattr(lending, name, fresh)
     storages = [sharing.storage_of(sharing.empty_shared(4)) for _ in range(3)]
-    slots = [lending.lend(s)[2] for s in storages]
-    assert slots[:2] != [-1, -1] and slots[2] == -1 and lending.lent_count() == 3
-    lending.acknowledge(os.getpid(), 0, 0, -1, 0)  # nothing to acknowledge for an overflow message
+    board = lending.board()
+    tickets = [lending.lend(s) for s in storages]  # the third message takes the first one's cell
+    lending.acknowledge(board, tickets[2])
+    lending.acknowledge(board, tickets[1])
+    lending.reap()
+    assert lending.lent_storages() == [storages[0]] and lending.lent_count() == 1
 
 
 def test_a_recycled_descriptor_is_not_mistaken_for_the_segment():
