@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gc
-import glob
 import multiprocessing
 import os
 import time
@@ -11,15 +10,11 @@ import pytest
 
 import sharing
 from sharing import lending, manager_client
+from sharing_helpers import group_names
 
 STRATEGIES = ["file_descriptor", "file_system"]
 START_METHODS = ["spawn", "forkserver", "fork"]
 QUEUE_KINDS = ["Queue", "RingQueue"]
-
-
-def group_names(group: str) -> list[str]:
-    """The /dev/shm names of one file_system manager group."""
-    return glob.glob(f"/dev/shm/hogshare_{group}_*")
 
 
 @pytest.fixture(params=STRATEGIES)
@@ -40,11 +35,6 @@ def start_method(request):
 def queue_kind(request):
     """Run the test with multiprocessing's Queue and with sharing's RingQueue."""
     return request.param
-
-
-def make_queue(ctx, kind: str, maxsize: int = 0):
-    """A queue of `kind` ("Queue": the context's multiprocessing.Queue; "RingQueue")."""
-    return ctx.Queue(maxsize) if kind == "Queue" else sharing.RingQueue(maxsize)
 
 
 @pytest.fixture(scope="session", autouse=True)

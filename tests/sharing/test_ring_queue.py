@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import sharing
-from conftest import make_queue
+from sharing_helpers import make_queue
 from sharing import ring_queue
 from sharing_workers import (consume_until_none, get_stopping_mid_message, put_after, put_stopping_mid_message,
                              produce, sleep_forever, take)

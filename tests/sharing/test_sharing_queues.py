@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sharing
-from conftest import make_queue
+from sharing_helpers import make_queue
 from sharing import storage_of
 from sharing_workers import (add_one, echo, fork_send_inherited, fork_write, send_inherited_after_parent_released,
                              sum_received, write_through_views)

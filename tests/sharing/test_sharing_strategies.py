@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import sharing
-from conftest import group_names
+from sharing_helpers import group_names
 from sharing import lending, manager_client, memfd
 from sharing_workers import hold_forever, send_and_exit, sum_received
 
