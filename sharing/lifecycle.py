@@ -1,16 +1,20 @@
-"""Process lifetime helpers: children that die with their parent, start with signals blocked, and are terminated.
+"""Process lifetime helpers: children that die with their parent, start with signals blocked, and are terminated;
+and a fork server that cleans up after itself.
 
 A child started while its parent blocks a signal begins life with that signal
 blocked (fork, and exec, keep the mask), so a Ctrl-C that reaches the whole
 process group while a child is still importing stays pending instead of
 killing it half-started; the child then ignores it and unblocks
 (`ignore_signals`), which discards it. Costs two system calls per start.
+Importing this module puts `sharing.forkserver_cleanup` on the fork server's
+preload list (see there).
 """
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
 import os
 import signal
 import threading
@@ -94,11 +98,9 @@ FORKSERVER_CLEANUP = "sharing.forkserver_cleanup"
 
 def preload_forkserver_cleanup() -> None:
     """Add FORKSERVER_CLEANUP to the fork server's preload modules (before the server starts), keeping the others."""
-    from multiprocessing import forkserver
-
-    modules = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
+    modules = list(getattr(multiprocessing.forkserver._forkserver, "_preload_modules", None) or ["__main__"])
     if FORKSERVER_CLEANUP not in modules:
-        forkserver.set_forkserver_preload(modules + [FORKSERVER_CLEANUP])
+        multiprocessing.forkserver.set_forkserver_preload(modules + [FORKSERVER_CLEANUP])
 
 
 preload_forkserver_cleanup()

@@ -26,9 +26,10 @@ from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overri
                                     validate)
 from framework.train.progress import Output
 from framework.train.resume import check_changes
-from framework.train.schema import printable, short_repr
+from framework.train.run_dir import CONFIG_FILE
+from framework.train.schema import one_line, printable, short_repr
+from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
-from framework.train.trainer import CONFIG_FILE, RunError, Trainer, one_line, read_checkpoint
 
 MAX_SEED = 2**31 - 1
 MAX_OVERRIDES = 1000
@@ -97,6 +98,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", type=_path, metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its checkpoint")
     with StopSignals() as signals:
+        from framework.train.trainer import Trainer  # the bulk of the imports, done with stop signals recorded
         args = parser.parse_args(argv)
         if (args.config is None) == (args.resume is None):
             parser.error("give either --config PATH (a new run) or --resume RUN_DIR (continue one)")
@@ -141,6 +143,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     if not 0 <= args.seed <= MAX_SEED:
         parser.error(f"argument --seed: got {short_repr(args.seed)}; allowed: an integer from 0 to {MAX_SEED}")
     run_dir = Path(args.run)
+    from framework.train.trainer import read_checkpoint  # imported where train imports it
     try:
         config = validate(read_yaml(_run_config(run_dir)))
         algorithm = algorithms.get(config["algorithm"]["name"])

@@ -30,6 +30,7 @@ from framework.train.schema import printable
 from framework.train.startup import RunError
 
 TEMP_SUFFIX = ".tmp"
+CONFIG_FILE = "config.yaml"
 CHECKPOINTS = "checkpoints"
 
 

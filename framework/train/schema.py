@@ -188,6 +188,11 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+
+
 def printable(text: str, limit: int = 200) -> str:
     """text with line breaks and other control characters escaped, cut in the middle beyond `limit` characters."""
     if len(text) > limit:

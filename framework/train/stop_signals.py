@@ -5,9 +5,11 @@ import, half-way through placing shared memory, between writing a temp file
 and renaming it. Here the first of these signals is only recorded, and each
 phase of a run acts on it where it can do so cleanly:
 
-- start-up (config checks, the model and shared memory, room checks; the run
-  directory does not exist yet): the start is abandoned at its next step,
-  nothing is written, exit code 128 + the signal's number (130 for Ctrl-C);
+- start-up, from the command's first line (the bulk of its imports, config
+  checks, the model and shared memory, room checks; the run directory does
+  not exist yet): the start is abandoned at its next step, nothing is
+  written, exit code 128 + the signal's number (130 for Ctrl-C); before that
+  line (Python importing the tensor library) Python's own handling applies;
 - worker start: no further worker is started, then as in training;
 - training: the workers finish their update, the final checkpoint and
   summary are written, exit code 0; the run can be resumed;

@@ -33,11 +33,11 @@ from framework.train.config import Config, ConfigError, config_text
 from framework.train.monitor import Monitor, RunResult, RunState, model_state
 from framework.train.progress import Output
 from framework.train.run_stats import RunStats
-from framework.train.schema import printable
+from framework.train.schema import one_line, printable
 from framework.train.startup import RunError
 from framework.train.stop_signals import StopSignals
 
-CONFIG_FILE = "config.yaml"
+CONFIG_FILE = run_dir.CONFIG_FILE
 CHECKPOINT = Path(run_dir.CHECKPOINTS) / "checkpoint.npz"
 CHECKPOINT_META_BYTES = 4 << 20
 """The most a checkpoint holds besides parameters and optimizer state (run counters, recent returns, JSON)."""
@@ -49,11 +49,6 @@ __all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer", "checkpoint_path",
 def checkpoint_path(run_dir: str | Path) -> Path:
     """Where a run directory keeps its checkpoint."""
     return Path(run_dir) / CHECKPOINT
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
 
 
 def load_model_state(model: Any, state: dict[str, Any], source: Path) -> None:

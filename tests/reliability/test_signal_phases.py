@@ -1,6 +1,10 @@
 """Stop signals in every phase of `train` (fault 13): SIGINT (Ctrl-C, to the process group), SIGTERM (to the main
 process) and SIGHUP (a closed terminal: to the group, or a real pty hangup), during imports, start-up, the start of
-the workers, training, a checkpoint write and shutdown. Each phase has the outcome stop_signals documents."""
+the workers, training, a checkpoint write and shutdown. Each phase has the outcome stop_signals documents.
+
+SIGINT is not sent while Python imports the tensor library: before the command's first line runs, Python's own
+handler raises KeyboardInterrupt, and CPython loses one now and then (a C path that clears errors); about one in
+forty tries here went on running. The command records signals from its first line on."""
 import fcntl
 import os
 import pty
@@ -50,18 +54,18 @@ def _assert_stopped_cleanly(run: Train, logdir, signum: int) -> dict:
     return result
 
 
-@pytest.mark.fault("13", "SIGINT, SIGTERM or SIGHUP while `train` imports its modules (once `-X importtime` shows "
-                         "numpy imported, before the command's own code runs)",
-                   "Python's default for the signal: the process ends by it (SIGINT: a KeyboardInterrupt); no run "
-                   "directory, no process left")
-@pytest.mark.parametrize("how", list(SIGNALS))
-def test_signal_during_imports_ends_the_process_and_writes_nothing(watch, tmp_path, logdir, how):
+@pytest.mark.fault("13", "SIGTERM or SIGHUP while Python imports the tensor library, before any of the command's "
+                         "code runs (once `-X importtime` shows numpy imported)",
+                   "Python's default: the process ends by the signal (or, landing a moment later, as in start-up); "
+                   "no run directory, no process left")
+@pytest.mark.parametrize("how", ["TERM to the main process", "HUP to the group"])
+def test_signal_while_python_imports_the_library_ends_the_process(watch, tmp_path, logdir, how):
     signum, group = SIGNALS[how]
     run = _start(watch, tmp_path, logdir, python_flags=["-X", "importtime"])
     run.wait_for(r"\| +numpy$")
     _send(run, signum, group)
     code = run.finish()
-    assert code in (-signum, 128 + signum), (code, run.stderr)  # 128 + N: the command's own handler came first
+    assert code in (-signum, 128 + signum), (code, run.stderr)
     _assert_nothing_written(logdir)
 
 
@@ -102,27 +106,18 @@ def test_signal_while_workers_start_stops_with_a_final_checkpoint(watch, tmp_pat
         assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.fault("13", "Ctrl-C (SIGINT to the process group) 0.3 s, 1 s and 2 s after launching a run with 8 spawn "
-                         "workers, wherever that lands",
-                   "one of the documented outcomes of the phase it lands in (imports: ended by SIGINT, at most a "
-                   "KeyboardInterrupt, nothing written; start-up: exit 130 and nothing written; later: exit 0 with a final checkpoint); never "
-                   "a 'Fatal Python error' or a worker's traceback; no process left")
-@pytest.mark.parametrize("delay", [0.3, 1.0, 2.0])
-def test_ctrl_c_soon_after_launch_has_a_documented_outcome(watch, tmp_path, logdir, delay):
+@pytest.mark.fault("13", "Ctrl-C (SIGINT to the process group) 0.3 s and 1 s into the start of 8 spawn workers "
+                         "(after the run directory appears)",
+                   "exit 0 with a final checkpoint, stop reason SIGINT; never a 'Fatal Python error', a traceback "
+                   "or a worker reported killed (today: hundreds of lines of mixed tracebacks and exit 1, 'worker "
+                   "failure'); no process left")
+@pytest.mark.parametrize("delay", [0.3, 1.0])
+def test_ctrl_c_into_the_start_of_8_workers_stops_cleanly(watch, tmp_path, logdir, delay):
     run = _start(watch, tmp_path, logdir, trainer={"workers": 8, "start_method": "spawn"})
-    time.sleep(delay)  # the injection: a Ctrl-C at this moment, whatever the run is doing
+    run.wait_for("^run directory: ")
+    time.sleep(delay)  # the injection: a Ctrl-C at this moment, whatever the workers are doing
     os.killpg(run.pid, signal.SIGINT)
-    code = run.finish()
-    assert not any(bad in run.stderr for bad in BAD_OUTPUT), run.stderr
-    if code == -signal.SIGINT:  # before Python's own handler existed, or a KeyboardInterrupt while importing
-        assert run.stderr == "" or (run.stderr.rstrip().endswith("KeyboardInterrupt")
-                                    and run.stderr.count("Traceback") == 1), run.stderr
-        _assert_nothing_written(logdir)
-    elif code == 130:
-        assert run.stderr.endswith("train: stopped by SIGINT before the run started; nothing was written\n")
-        _assert_nothing_written(logdir)
-    else:
-        _assert_stopped_cleanly(run, logdir, signal.SIGINT)
+    _assert_stopped_cleanly(run, logdir, signal.SIGINT)
 
 
 @pytest.mark.fault("13", "SIGHUP to the process group while training (the shell of a closed terminal forwards it)",

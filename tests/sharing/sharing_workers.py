@@ -105,6 +105,17 @@ def die_with_parent_then_sleep(armed, delay: float) -> None:
     sleep_forever()
 
 
+def report_mask_then_ignore(report) -> None:
+    """Say which signals this process began with blocked, ignore SIGINT and SIGHUP (lifecycle), say so, live on."""
+    from sharing import lifecycle
+    with open("/proc/thread-self/status") as f:
+        blocked = int(next(line for line in f if line.startswith("SigBlk:")).split()[1], 16)
+    report.put(blocked)
+    lifecycle.ignore_signals((signal.SIGINT, signal.SIGHUP))
+    report.put("ignoring")
+    sleep_forever()
+
+
 def hold_forever(array: np.ndarray, ready) -> None:
     """Keep a received array and say so."""
     ready.put(os.getpid())

@@ -16,7 +16,7 @@ import pytest
 import sharing
 from sharing import lifecycle
 from sharing_workers import (exit_with, ignore_sigterm_forever, kill_self, raise_on, rank_writer,
-                             sleep_forever)
+                             report_mask_then_ignore, sleep_forever)
 
 PROGRAMS = Path(__file__).with_name("sharing_programs.py")
 
@@ -124,6 +124,27 @@ def test_terminate_processes_escalates_to_sigkill():
     assert stubborn.exitcode == -signal.SIGKILL and polite.exitcode == -signal.SIGTERM
     with pytest.raises(ValueError, match="grace_s"):
         lifecycle.terminate_processes([], grace_s=-1)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_children_start_with_signals_blocked_and_ignore_them_from_then_on(start_method):
+    """A child started in signals_blocked begins with SIGINT and SIGHUP blocked (a Ctrl-C while it still imports
+    stays pending); after ignore_signals both are discarded and it lives on."""
+    ctx = sharing.get_context(start_method)
+    report = ctx.SimpleQueue()
+    child = ctx.Process(target=report_mask_then_ignore, args=(report,), daemon=True)
+    with lifecycle.signals_blocked((signal.SIGINT, signal.SIGHUP)):
+        child.start()
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # the parent's mask is back
+    blocked = report.get()
+    assert blocked & (1 << (signal.SIGINT - 1)) and blocked & (1 << (signal.SIGHUP - 1))
+    assert report.get() == "ignoring"
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        os.kill(child.pid, signum)
+    child.join(1.0)
+    assert child.exitcode is None  # still alive
+    lifecycle.terminate_processes([child], grace_s=5)
 
 
 def _orphan(mode: str) -> tuple[subprocess.Popen, dict]:
