@@ -314,6 +314,8 @@ def main() -> None:
                             "RingQueue / floor", "torch (us)", "Queue / torch", "first receipt, Queue (us)",
                             "first receipt, RingQueue (us)"], rows)
     ring_tuple = {s: ratio[s, "RingQueue", "floor"] for s in STRATEGIES}
+    handle_cost = {(s, kind): middle([rt[s, kind, label] - rt[s, kind, "floor"] for label in labels
+                                      if (s, kind, label) in rt]) for s in STRATEGIES for kind in QUEUES}
     fan_floor = {p: fan_results[p, "floor", "-"] for p in ("4-to-1", "1-to-4")}
     fan_rows = [[pattern, case, strategy, us(t), f"{t / fan_floor[pattern]:.2f}x"]
                 for (pattern, case, strategy), t in fan_results.items()]
@@ -351,6 +353,14 @@ def main() -> None:
         "above). A 5-tuple through the RingQueue pair costs "
         + ", ".join(f"{ring_tuple[s]:.2f}x the floor ({s})" for s in STRATEGIES) + ".",
         table,
+        "Where the time goes: an array's row differs from the 5-tuple through the same pair only by the "
+        "Python that turns the array into a handle and back, on each of the two hops: the reducer that "
+        "ForkingPickler calls on the sender (cached handle, a lending ticket, the layout) and the rebuild on the "
+        "receiver (a cache lookup, an acknowledgement, an ndarray); the size does not enter, and the transport "
+        "does not change it. Here that is "
+        + "; ".join(f"{handle_cost[s, 'Queue'] * 1e6:.0f} us through the Queue pair and "
+                    f"{handle_cost[s, 'RingQueue'] * 1e6:.0f} us through the RingQueue pair ({s})"
+                    for s in STRATEGIES) + " per round trip (median over the sizes).",
         "## Many to one, one to many",
         f"Time per message, {FAN} producer processes into one consumer (4-to-1) and one producer into {FAN} "
         f"consumers (1-to-4), {FAN * FAN_MESSAGES} messages in all (forkserver); the message is a shared 4 KiB "
