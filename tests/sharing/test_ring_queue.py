@@ -163,6 +163,28 @@ def test_a_ring_queue_travels_through_another_queue_but_not_through_plain_pickle
         pickle.dumps(q)
 
 
+class _Interrupting:
+    """A ring whose every copy is interrupted, as by Ctrl-C."""
+
+    def __setitem__(self, where, data):
+        raise KeyboardInterrupt
+
+    def __getitem__(self, where):
+        raise KeyboardInterrupt
+
+
+def test_an_exception_mid_message_leaves_the_ring_unlocked_and_as_it_was():
+    q = sharing.RingQueue()
+    q.put("kept")
+    ring, q._ring = q._ring, _Interrupting()
+    with pytest.raises(KeyboardInterrupt):
+        q.put("interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        q.get()
+    q._ring = ring
+    assert q.get(timeout=5) == "kept" and q.empty()  # a lock left held would time out here
+
+
 # --- kills mid-message ---------------------------------------------------------------------------------------
 
 def test_a_producer_killed_mid_put_adds_nothing_and_releases_the_lock():
