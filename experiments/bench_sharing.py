@@ -6,8 +6,8 @@ Measures, in one run on one machine:
     through a multiprocessing.Queue pair (what every context's Queue does once
     `sharing` is imported: the array travels as a handle) and through a
     sharing.RingQueue pair. The floor, a small tuple through a plain
-    multiprocessing.Queue pair, is measured in the same loop, message for
-    message with the rest, so that all of them share the machine's noise;
+    multiprocessing.Queue pair, is measured in the same loop: short blocks of
+    each case in a shuffled turn, so that all of them share the machine's noise;
   * the first receipt: the round trip of an array the echo child has not seen,
     so that it opens the segment;
   * 4-to-1 and 1-to-4: time per message when four producers feed one consumer
@@ -18,7 +18,7 @@ Measures, in one run on one machine:
   * `share_array` of 256 MiB against `np.copyto` into a ready buffer, with the
     kernel's cost of fresh shared pages and torch's `share_memory_()` beside it.
 Writes experiments/results/sharing.md, with the load average at the start and
-the end. About three minutes on two cores. Run: python experiments/bench_sharing.py
+the end. About two and a half minutes on two cores. Run: python experiments/bench_sharing.py
 """
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ TARGET_QUEUE, TARGET_RING, TARGET_TORCH, TARGET_BANDWIDTH = 1.2, 0.5, 1 / 5, 0.5
 FIRST_RECEIPTS = 10  # fresh arrays per size for the first-receipt figure (one for the sizes of 256 MiB and up)
 FAN, FAN_MESSAGES = 4, 2048  # processes on the wide side, messages per process (a multiple of BATCH)
 BATCH = 32
+BLOCK = 25  # round trips of one case in a row: the same message again and again, as a worker sends its parameters
 TIMEOUT_S = 120  # a message this late means a worker died: fail rather than hang
 
 
@@ -93,12 +94,12 @@ def round_trips(strategy: str, reps: int) -> tuple[dict, dict]:
              for label, item in [("floor", FLOOR_ITEM), *arrays.items()]]
     times: dict[tuple[str, str], list[float]] = {(kind, label): [] for kind, label, _ in cases}
     order = random.Random(0)
-    for rep in range(10 + reps):  # interleaved, in a new order each time: every case sees the same machine
+    for visit in range(1 + reps // BLOCK):  # the first visit warms up
         order.shuffle(cases)
         for kind, label, item in cases:
-            elapsed = timed_round_trip(pairs[kind], item)
-            if rep >= 10:
-                times[kind, label].append(elapsed)
+            block = [timed_round_trip(pairs[kind], item) for _ in range(BLOCK)]
+            if visit:
+                times[kind, label] += block
     for inbox, _ in pairs.values():
         inbox.put(None)
     for child in children:
@@ -313,6 +314,8 @@ def main() -> None:
                             "RingQueue / floor", "torch (us)", "Queue / torch", "first receipt, Queue (us)",
                             "first receipt, RingQueue (us)"], rows)
     ring_tuple = {s: ratio[s, "RingQueue", "floor"] for s in STRATEGIES}
+    handle_cost = {(s, kind): middle([rt[s, kind, label] - rt[s, kind, "floor"] for label in labels
+                                      if (s, kind, label) in rt]) for s in STRATEGIES for kind in QUEUES}
     fan_floor = {p: fan_results[p, "floor", "-"] for p in ("4-to-1", "1-to-4")}
     fan_rows = [[pattern, case, strategy, us(t), f"{t / fan_floor[pattern]:.2f}x"]
                 for (pattern, case, strategy), t in fan_results.items()]
@@ -339,8 +342,10 @@ def main() -> None:
         "Median round trip of a shared float32 array to a spawn-started echo child and back, through a "
         "`multiprocessing.Queue` pair (any context's Queue: importing `sharing` makes the array a handle) and "
         "through a `sharing.RingQueue` pair. The floor is a 5-tuple through a plain `multiprocessing.Queue` pair, "
-        "timed in the same loop as the arrays, one message of each case in turn "
-        f"({args.reps} round trips per case after 10 warm-up ones); ratios are taken within a round. "
+        f"timed in the same loop as the arrays: blocks of {BLOCK} round trips of one case (the same message again "
+        "and again), the blocks of every case taken in turn in a shuffled order, so that all share the machine's "
+        f"noise ({args.reps} round trips per case after one block each to warm up); ratios are taken within a "
+        "round. "
         f"{args.rounds} rounds, each also running torch.multiprocessing (`torch_queue_latency.py`, 200 round "
         f"trips) and `mp_queue_floor.py` as separate programs ({floor_note}); every figure is the median of "
         "the rounds' medians. First receipt: the first round trip of an array the echo child has not seen, "
@@ -348,6 +353,14 @@ def main() -> None:
         "above). A 5-tuple through the RingQueue pair costs "
         + ", ".join(f"{ring_tuple[s]:.2f}x the floor ({s})" for s in STRATEGIES) + ".",
         table,
+        "Where the time goes: an array's row differs from the 5-tuple through the same pair only by the "
+        "Python that turns the array into a handle and back, on each of the two hops: the reducer that "
+        "ForkingPickler calls on the sender (cached handle, a lending ticket, the layout) and the rebuild on the "
+        "receiver (a cache lookup, an acknowledgement, an ndarray); the size does not enter, and the transport "
+        "does not change it. Here that is "
+        + "; ".join(f"{handle_cost[s, 'Queue'] * 1e6:.0f} us through the Queue pair and "
+                    f"{handle_cost[s, 'RingQueue'] * 1e6:.0f} us through the RingQueue pair ({s})"
+                    for s in STRATEGIES) + " per round trip (median over the sizes).",
         "## Many to one, one to many",
         f"Time per message, {FAN} producer processes into one consumer (4-to-1) and one producer into {FAN} "
         f"consumers (1-to-4), {FAN * FAN_MESSAGES} messages in all (forkserver); the message is a shared 4 KiB "

@@ -4,8 +4,8 @@ ForkingPickler pickles everything multiprocessing sends between processes
 (queues, pipes, pools, and the arguments of spawn and forkserver processes), so
 registering here covers every context. A storage travels as a handle (see
 ``memfd`` and ``shmfile``); a shared array as its storage's handle plus offset,
-shape, strides and dtype, in one flat call, so views of any layout alias the
-same memory on arrival. An array that is not shared keeps NumPy's by-value
+shape, strides and dtype, so views of any layout alias the same memory on
+arrival. An array that is not shared keeps NumPy's by-value
 pickling.
 
 Receiving a storage this process already holds returns that same Storage
@@ -13,8 +13,8 @@ object (the weak cache in ``storage``), so a round trip inside one process,
 or the same storage received twice, yields arrays that alias. That is the
 common case (workers exchanging the same parameters again and again), so for
 either strategy the path for it makes no system call on either side and runs
-as little Python as it can: the sender lends the storage to the message, the
-receiver looks it up and acknowledges (see ``lending``).
+as little Python as it can (see Note [the handle]): it is what a shared array
+costs through a queue beyond what a small tuple costs.
 """
 from __future__ import annotations
 

@@ -255,11 +255,10 @@ class RingQueue:
     def _sleep(self, futex: int, seen: int, waiting: int, deadline: float | None) -> bool:
         """With the mutex held: release it, sleep while the futex holds `seen` (a slice at most), take it back.
 
-        False, with the mutex released, once `deadline` has passed.
+        False once `deadline` has passed (the mutex then held or not: see `_lock_when`).
         """
         slice_s = _WAIT_SLICE_S if deadline is None else min(_WAIT_SLICE_S, deadline - time.monotonic())
         if slice_s <= 0:
-            _unlock(self._mutex)
             return False
         hints = self._hints
         hints[waiting] += 1
@@ -281,24 +280,27 @@ class RingQueue:
         if err and not self._lock(err, block, deadline):
             raise refused
         words, maxsize = self._words, self._maxsize
-        while True:
-            write, read = words[_WRITE], words[_READ]
-            count = (write >> 32) - (read >> 32) & _U32
-            if putting:
-                ready = self._room(write, read) >= size and not (maxsize and count + messages > maxsize)
-            else:
-                ready = count > 0
-            if ready:
-                return write, read
-            if not block:
-                _unlock(self._mutex)
-                raise refused
-            if putting:  # sleep until a get moves the read word, or a put the write word
-                slept = self._sleep(self._gets_futex, read >> 32, _PUTTERS_WAITING, deadline)
-            else:
-                slept = self._sleep(self._puts_futex, write >> 32, _GETTERS_WAITING, deadline)
-            if not slept:
-                raise refused
+        try:
+            while True:
+                write, read = words[_WRITE], words[_READ]
+                count = (write >> 32) - (read >> 32) & _U32
+                if putting:
+                    ready = self._room(write, read) >= size and not (maxsize and count + messages > maxsize)
+                else:
+                    ready = count > 0
+                if ready:
+                    return write, read
+                if not block:
+                    raise refused
+                if putting:  # sleep until a get moves the read word, or a put the write word
+                    slept = self._sleep(self._gets_futex, read >> 32, _PUTTERS_WAITING, deadline)
+                else:
+                    slept = self._sleep(self._puts_futex, write >> 32, _GETTERS_WAITING, deadline)
+                if not slept:
+                    raise refused
+        except BaseException:  # refused, or KeyboardInterrupt and the like: never leave the ring locked
+            _unlock(self._mutex)  # if this thread no longer holds it, the robust mutex refuses (EPERM): harmless
+            raise
 
     def _put(self, data: bytes, messages: int, block: bool, timeout: float | None) -> None:
         size, capacity = len(data), self._capacity
@@ -306,17 +308,19 @@ class RingQueue:
             raise ValueError(f"{size} bytes cannot fit in {self!r}: make it with a larger capacity_bytes, or put "
                              "large arrays in shared memory (sharing.share_array) so that only handles travel")
         write, _ = self._lock_when(True, size, messages, block, timeout)
-        offset = write & _U32
-        end = offset + size
-        if end <= capacity:
-            self._ring[offset:end] = data
-        else:
-            first = capacity - offset
-            self._ring[offset:] = memoryview(data)[:first]
-            self._ring[:size - first] = memoryview(data)[first:]
-        self._words[_WRITE] = ((write >> 32) + messages & _U32) << 32 | end % capacity  # the commit
-        sleepers = self._hints[_GETTERS_WAITING]
-        _unlock(self._mutex)
+        try:
+            offset = write & _U32
+            end = offset + size
+            if end <= capacity:
+                self._ring[offset:end] = data
+            else:
+                first = capacity - offset
+                self._ring[offset:] = memoryview(data)[:first]
+                self._ring[:size - first] = memoryview(data)[first:]
+            self._words[_WRITE] = ((write >> 32) + messages & _U32) << 32 | end % capacity  # the commit
+            sleepers = self._hints[_GETTERS_WAITING]
+        finally:
+            _unlock(self._mutex)
         if sleepers:
             _libc.futex_wake(self._puts_futex, messages)
 
@@ -325,16 +329,18 @@ class RingQueue:
         if block and self._spin_s and words[_WRITE] >> 32 == words[_READ] >> 32:
             self._spin(self._spin_s if timeout is None else min(self._spin_s, timeout))
         write, read = self._lock_when(False, 0, 0, block, timeout)
-        count = (write >> 32) - (read >> 32) & _U32
-        taken = min(most, count)
-        offset, messages = read & _U32, []
-        for _ in range(taken):
-            offset, length = self._copy_out(offset, _LENGTH_BYTES)
-            offset, data = self._copy_out(offset, int.from_bytes(length, "little"))
-            messages.append(data)
-        words[_READ] = ((read >> 32) + taken & _U32) << 32 | offset  # the commit
-        putters, getters = self._hints[_PUTTERS_WAITING], self._hints[_GETTERS_WAITING]
-        _unlock(self._mutex)
+        try:
+            count = (write >> 32) - (read >> 32) & _U32
+            taken = min(most, count)
+            offset, messages = read & _U32, []
+            for _ in range(taken):
+                offset, length = self._copy_out(offset, _LENGTH_BYTES)
+                offset, data = self._copy_out(offset, int.from_bytes(length, "little"))
+                messages.append(data)
+            words[_READ] = ((read >> 32) + taken & _U32) << 32 | offset  # the commit
+            putters, getters = self._hints[_PUTTERS_WAITING], self._hints[_GETTERS_WAITING]
+        finally:
+            _unlock(self._mutex)
         if putters:
             _libc.futex_wake(self._gets_futex, putters)
         if getters and count > taken:

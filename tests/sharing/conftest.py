@@ -32,9 +32,11 @@ def start_method(request):
 
 
 @pytest.fixture(params=QUEUE_KINDS)
-def queue_kind(request):
-    """Run the test with multiprocessing's Queue and with sharing's RingQueue."""
-    return request.param
+def new_queue(request):
+    """Run the test with multiprocessing's Queue and with sharing's RingQueue: new_queue(ctx, maxsize=0)."""
+    if request.param == "Queue":
+        return lambda ctx, maxsize=0: ctx.Queue(maxsize)
+    return lambda ctx, maxsize=0: sharing.RingQueue(maxsize)
 
 
 @pytest.fixture(scope="session", autouse=True)

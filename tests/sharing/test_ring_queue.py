@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import sharing
-from sharing_helpers import make_queue
 from sharing import ring_queue
 from sharing_workers import (consume_until_none, get_stopping_mid_message, put_after, put_stopping_mid_message,
                              produce, sleep_forever, take)
@@ -38,8 +37,8 @@ def kill(process) -> None:
 
 # --- the contract, for both queues ----------------------------------------------------------------------
 
-def test_get_waits_up_to_its_timeout_then_raises_empty(queue_kind):
-    q = make_queue(sharing.get_context("spawn"), queue_kind)
+def test_get_waits_up_to_its_timeout_then_raises_empty(new_queue):
+    q = new_queue(sharing.get_context("spawn"))
     with pytest.raises(queue_module.Empty):
         q.get_nowait()
     start = time.monotonic()
@@ -48,8 +47,8 @@ def test_get_waits_up_to_its_timeout_then_raises_empty(queue_kind):
     assert 0.3 <= time.monotonic() - start < 5
 
 
-def test_put_on_a_full_queue_waits_up_to_its_timeout_then_raises_full(queue_kind):
-    q = make_queue(sharing.get_context("spawn"), queue_kind, maxsize=2)
+def test_put_on_a_full_queue_waits_up_to_its_timeout_then_raises_full(new_queue):
+    q = new_queue(sharing.get_context("spawn"), maxsize=2)
     q.put("a")
     q.put_nowait("b")
     assert q.qsize() == 2 and q.full()
@@ -63,8 +62,8 @@ def test_put_on_a_full_queue_waits_up_to_its_timeout_then_raises_full(queue_kind
     assert q.qsize() == 0 and q.empty() and not q.full()
 
 
-def test_close_stops_this_process_and_join_thread_then_returns(queue_kind):
-    q = make_queue(sharing.get_context("spawn"), queue_kind)
+def test_close_stops_this_process_and_join_thread_then_returns(new_queue):
+    q = new_queue(sharing.get_context("spawn"))
     q.put("flushed before close returns")
     with pytest.raises(AssertionError, match="not closed"):
         q.join_thread()
@@ -77,9 +76,9 @@ def test_close_stops_this_process_and_join_thread_then_returns(queue_kind):
     q.cancel_join_thread()
 
 
-def test_a_get_blocked_in_one_process_wakes_for_a_put_in_another(queue_kind, start_method):
+def test_a_get_blocked_in_one_process_wakes_for_a_put_in_another(new_queue, start_method):
     ctx = sharing.get_context(start_method)
-    q = make_queue(ctx, queue_kind)
+    q = new_queue(ctx)
     child = ctx.Process(target=put_after, args=(q, 0.3, ("late", 1)))
     child.start()
     assert q.get(timeout=TIMEOUT) == ("late", 1)
@@ -87,12 +86,12 @@ def test_a_get_blocked_in_one_process_wakes_for_a_put_in_another(queue_kind, sta
     assert child.exitcode == 0
 
 
-def test_many_producers_and_consumers_get_every_message_once_in_each_producers_order(queue_kind):
+def test_many_producers_and_consumers_get_every_message_once_in_each_producers_order(new_queue):
     ctx = sharing.get_context("fork")
-    q, results = make_queue(ctx, queue_kind), ctx.Queue()
+    q, results = new_queue(ctx), ctx.Queue()
     count = 300
     producers = [ctx.Process(target=produce, args=(q, name, count)) for name in "ab"]
-    consumers = [ctx.Process(target=consume_until_none, args=(q, results, many and queue_kind == "RingQueue"))
+    consumers = [ctx.Process(target=consume_until_none, args=(q, results, many and isinstance(q, sharing.RingQueue)))
                  for many in (False, True)]
     for p in producers + consumers:
         p.start()
@@ -162,6 +161,28 @@ def test_a_ring_queue_travels_through_another_queue_but_not_through_plain_pickle
     child.join(TIMEOUT)
     with pytest.raises(TypeError, match="travels only through multiprocessing"):
         pickle.dumps(q)
+
+
+class _Interrupting:
+    """A ring whose every copy is interrupted, as by Ctrl-C."""
+
+    def __setitem__(self, where, data):
+        raise KeyboardInterrupt
+
+    def __getitem__(self, where):
+        raise KeyboardInterrupt
+
+
+def test_an_exception_mid_message_leaves_the_ring_unlocked_and_as_it_was():
+    q = sharing.RingQueue()
+    q.put("kept")
+    ring, q._ring = q._ring, _Interrupting()
+    with pytest.raises(KeyboardInterrupt):
+        q.put("interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        q.get()
+    q._ring = ring
+    assert q.get(timeout=5) == "kept" and q.empty()  # a lock left held would time out here
 
 
 # --- kills mid-message ---------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sharing
-from sharing_helpers import make_queue
 from sharing import storage_of
 from sharing_workers import (add_one, echo, fork_send_inherited, fork_write, send_inherited_after_parent_released,
                              sum_received, write_through_views)
@@ -29,9 +28,9 @@ def data_pointer(a: np.ndarray) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_child_writes_through_array_and_view_and_sends_views_back(strategy, start_method, queue_kind):
+def test_child_writes_through_array_and_view_and_sends_views_back(strategy, start_method, new_queue):
     ctx = sharing.get_context(start_method)
-    inbox, outbox = make_queue(ctx, queue_kind), make_queue(ctx, queue_kind)
+    inbox, outbox = new_queue(ctx), new_queue(ctx)
     x = sharing.share_array(np.zeros((3, 4)))
     arg = sharing.share_array(np.zeros(5))
     child = ctx.Process(target=write_through_views, args=(strategy, inbox, outbox, arg))
@@ -69,9 +68,9 @@ def test_pool_workers_modify_shared_inputs_in_place(strategy, start_method):
 
 
 @pytest.mark.timeout(60)
-def test_sender_may_drop_its_array_right_after_put(strategy, queue_kind):
+def test_sender_may_drop_its_array_right_after_put(strategy, new_queue):
     ctx = sharing.get_context("spawn")
-    inbox, outbox = make_queue(ctx, queue_kind), make_queue(ctx, queue_kind)
+    inbox, outbox = new_queue(ctx), new_queue(ctx)
     child = ctx.Process(target=sum_received, args=(inbox, outbox))
     child.start()
     inbox.put(sharing.share_array(np.full(1000, 2.0)))   # no reference kept
@@ -81,9 +80,9 @@ def test_sender_may_drop_its_array_right_after_put(strategy, queue_kind):
 
 
 @pytest.mark.timeout(60)
-def test_round_trip_through_an_echo_child_returns_the_same_storage(strategy, queue_kind):
+def test_round_trip_through_an_echo_child_returns_the_same_storage(strategy, new_queue):
     ctx = sharing.get_context("forkserver")
-    inbox, outbox = make_queue(ctx, queue_kind), make_queue(ctx, queue_kind)
+    inbox, outbox = new_queue(ctx), new_queue(ctx)
     child = ctx.Process(target=echo, args=(inbox, outbox))
     child.start()
     a = sharing.empty_shared((100,), np.float32)
@@ -104,9 +103,9 @@ def test_fork_child_write_is_visible_to_parent(strategy):
     np.testing.assert_array_equal(a, 7)
 
 
-def test_fork_child_can_send_an_inherited_array(strategy, queue_kind):
+def test_fork_child_can_send_an_inherited_array(strategy, new_queue):
     ctx = sharing.get_context("fork")
-    outbox, done = make_queue(ctx, queue_kind), ctx.Event()
+    outbox, done = new_queue(ctx), ctx.Event()
     a = sharing.share_array(np.arange(5.0))
     child = ctx.Process(target=fork_send_inherited, args=(a, outbox, done))
     child.start()
