@@ -356,8 +356,7 @@ def main() -> None:
         "Where the time goes: an array's row differs from the 5-tuple through the same pair only by the "
         "Python that turns the array into a handle and back, on each of the two hops: the reducer that "
         "ForkingPickler calls on the sender (cached handle, a lending ticket, the layout) and the rebuild on the "
-        "receiver (a cache lookup, an acknowledgement, an ndarray); the size does not enter, and the transport "
-        "does not change it. Here that is "
+        "receiver (a cache lookup, an acknowledgement, an ndarray); the size does not enter. Here that is "
         + "; ".join(f"{handle_cost[s, 'Queue'] * 1e6:.0f} us through the Queue pair and "
                     f"{handle_cost[s, 'RingQueue'] * 1e6:.0f} us through the RingQueue pair ({s})"
                     for s in STRATEGIES) + " per round trip (median over the sizes).",
