@@ -8,7 +8,6 @@ double the descriptors a shared storage costs.
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import platform
 import time

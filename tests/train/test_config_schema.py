@@ -1,17 +1,15 @@
 """Config schema: defaults, types, ranges, overrides, and the one-line errors naming key, value and what is allowed;
-upper bounds the code can honour, and a property test over every key of every algorithm's full schema."""
+and the upper bounds the code can honour (tests/reliability/test_fuzzing.py property-tests every key)."""
 import multiprocessing
 import multiprocessing.connection
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
 
-from framework import algorithms
 from framework.train.config import (CORE_SCHEMA, MAX_JOIN_TIMEOUT_S, MAX_SECONDS, MAX_STEPS, ConfigError,
-                                    apply_overrides, default_config, full_schema, get_path, load_config,
+                                    apply_overrides, default_config, get_path, load_config,
                                     parse_override, validate)
-from framework.train.schema import INT64_MAX, MAX_ITEMS, MAX_TEXT, Field, short_repr
+from framework.train.schema import MAX_ITEMS, MAX_TEXT, short_repr
 
 
 def test_defaults_hold_every_design_key():

@@ -1,11 +1,9 @@
-"""Untrusted YAML in bounded time and memory: what is refused (with the line) and a fuzzer of generated documents."""
+"""Untrusted YAML in bounded time and memory: what is refused, with the line (tests/reliability/test_fuzzing.py fuzzes documents)."""
 import os
 import threading
 import time
 
 import pytest
-import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
 
 from framework.train import yaml_input
 from framework.train.config import ConfigError, load_config, parse_override
