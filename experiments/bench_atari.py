@@ -41,7 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, RESULTS, fmt_ratio, markdown_table, run_baseline, torch_available, write_result
+from common import (REPO, RESULTS, fmt_ratio, markdown_table, run_baseline, this_command, torch_available,
+                    write_result)
 
 CONFIG = REPO / "configs" / "a3c_pong.yaml"
 BEFORE = "f79e0ba"
@@ -350,7 +351,9 @@ def speed_sections(speed: dict) -> list[str]:
         f"Two workers each, {speed['seconds']:.0f} s each, one after the other, each alone. Same network (conv 16 "
         f"8x8/4, conv 32 4x4/2, 256 linear, LSTM 256), n-step 20 and RMSprop; hogshare steps {envs} envs per "
         "worker as one AtariVectorEnv with one batched acting forward pass per step, the reference one env per "
-        "worker. A load above ~0.5 means another process shared the 2 cores during that measurement.",
+        "worker. A load above ~0.5 means another process shared the 2 cores during that measurement. Absolute "
+        "figures drift with the machine (issue 16's were taken when the env alone stepped 2,282/s on one core): "
+        "compare figures of one run.",
         table, verdict,
         "Milliseconds per env step of one worker in one process (acting forward and env step per batch of the "
         "worker's envs, divided by their number; the rollout's forward+backward over its n_steps x envs steps):",
@@ -392,14 +395,14 @@ def main() -> None:
     if args.skip_speed:
         speed = json.loads(SPEED_JSON.read_text())
     else:
-        speed = measure(args.seconds, args.part_seconds, args.quiet_load, args.patience)
+        speed = {**measure(args.seconds, args.part_seconds, args.quiet_load, args.patience), "command": this_command()}
         SPEED_JSON.write_text(json.dumps(speed, indent=2) + "\n")
     plot_speed(speed, RESULTS / "atari.png")
     curve = learning_curve(args.learning_run) if args.learning_run else None
     if curve is not None:
         plot_learning(curve, RESULTS / "atari_learning.png")
     path = write_result("atari", "A3C on Atari Pong: hogshare against the PyTorch reference",
-                        speed_sections(speed) + learning_section(curve))
+                        speed_sections(speed) + learning_section(curve), command=speed["command"])
     print(f"wrote {path}")
 
 

@@ -53,10 +53,16 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     return "\n".join(lines)
 
 
-def write_result(name: str, title: str, sections: Sequence[str]) -> Path:
-    """Write experiments/results/<name>.md: a title, the machine, the command, then each section."""
+def this_command() -> str:
+    """The command line that runs this script, relative to the checkout."""
+    return "python " + " ".join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+
+
+def write_result(name: str, title: str, sections: Sequence[str], command: str | None = None) -> Path:
+    """Write experiments/results/<name>.md: a title, the machine, the command (this one by default), then each
+    section."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    command = "python " + " ".join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+    command = command or this_command()
     body = [f"# {title}", "", f"Measured on {machine_line()}.", "",
             f"Reproduce with `{command}`.", "", *[s + "\n" for s in sections]]
     path = RESULTS / f"{name}.md"
