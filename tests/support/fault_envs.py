@@ -65,11 +65,20 @@ class StallingCartPole(CartPoleEnv):
 
 
 class EvaluationFaultCartPole(CartPoleEnv):
-    """Raises RuntimeError in step in the main process only (where runs evaluate), never in a worker."""
+    """Raises RuntimeError in step in the main process only (where runs evaluate), never in a worker.
+
+    A worker's step sleeps `worker_step_s`, so that a run of N steps lasts at least N * worker_step_s / workers
+    seconds however fast the machine: long enough for the periodic evaluations a test expects to fail.
+    """
+
+    def __init__(self, worker_step_s: float = 0.0005, **kwargs):
+        super().__init__(**kwargs)
+        self.worker_step_s = worker_step_s
 
     def step(self, action):
         if multiprocessing.parent_process() is None:
             raise RuntimeError("injected fault in an evaluation")
+        time.sleep(self.worker_step_s)
         return super().step(action)
 
 
