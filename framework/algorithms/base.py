@@ -13,7 +13,9 @@ algorithm owns the model, the worker loop and evaluation:
 - `evaluate(model, config, episodes, seed)`, used by `evaluate --run` and, every
   `trainer.eval_every_s`, by the monitor (logged under `eval/`); an evaluation
   may stop the run (`Evaluation.stop`), and with `evaluate_at_end` the last
-  one goes into summary.json as `evaluation`.
+  one goes into summary.json as `evaluation`,
+- `scalars(model, config)`: extra numbers about the shared model, logged with
+  the monitor's scalars.
 """
 from __future__ import annotations
 
@@ -122,6 +124,11 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
         """Measure the model (greedy episodes, test accuracy, ...) in the calling process, on the model's device."""
+
+    def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
+        """Numbers about the shared model that the monitor logs with each interval's scalars (TensorBoard
+        tag -> value), e.g. running statistics it carries. Default: none."""
+        return {}
 
 
 def build_optimizer(model: nn.Module, section: Mapping[str, Any]) -> Any:

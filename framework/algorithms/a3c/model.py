@@ -21,6 +21,7 @@ import numpy as np
 import framework
 from framework import nn
 from framework.nn import functional as F
+from framework.algorithms.a3c.normalization import RunningMeanStd
 from framework.distributions import Categorical, Normal
 
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
@@ -57,15 +58,18 @@ class ActorCritic(nn.Module):
     first convolution (FrameConv2d).
     Discrete actions: the policy head gives logits. Continuous actions: it gives
     the mean of a Normal whose log standard deviation is a learned parameter.
+    With normalize_obs / normalize_returns the model carries the running
+    statistics of observations / discounted returns (`obs_norm`, `return_norm`:
+    a3c.normalization); the environments apply them, the layers never see raw inputs.
     """
 
     def __init__(self, obs_shape: int | Sequence[int], hidden: list[int], activation: str, lstm: bool,
                  n_actions: int, continuous: bool, conv: Sequence[tuple[int, int, int]] = (),
-                 uint8_frames: bool = False):
+                 uint8_frames: bool = False, normalize_obs: bool = False, normalize_returns: bool = False):
         super().__init__()
         act = ACTIVATIONS[activation]
         layers: list[nn.Module] = []
-        shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
+        shape = input_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
         for channels, kernel, stride in conv:
             layer = FrameConv2d if uint8_frames and not layers else nn.Conv2d
             layers += [layer(shape[0], channels, kernel, stride), act()]
@@ -83,6 +87,8 @@ class ActorCritic(nn.Module):
         self.continuous = continuous
         self.log_std = nn.Parameter(framework.zeros(n_actions)) if continuous else None
         self.hidden_size = size
+        self.obs_norm = RunningMeanStd(input_shape) if normalize_obs else None
+        self.return_norm = RunningMeanStd((1,)) if normalize_returns else None
 
     def _features(self, x: Any, state: tuple[Any, Any] | None) -> tuple[Any, tuple[Any, Any] | None]:
         h = self.body(x)

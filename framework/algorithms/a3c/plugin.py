@@ -16,6 +16,7 @@ import framework
 from framework import nn
 from framework.algorithms.a3c.envs import EnvBatch, EnvError, env_id_problem, make_env
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
+from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
 from framework.algorithms.base import DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
 from framework.device import to_device, to_host
@@ -73,6 +74,10 @@ class A3C(Algorithm):
             "id": Field("str", "CartPole-v1", check=env_id_problem),
             "kwargs": Field("mapping", {}),
             "envs_per_worker": Field("int", 4, low=1, high=4096),
+            "normalize_obs": Field("bool", False),
+            "clip_obs": Field("float", 10.0, low=0.0, low_open=True),
+            "normalize_reward": Field("bool", False),
+            "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
         },
         "model": {**MLP_SCHEMA, "lstm": Field("bool", False)},
         "trainer": {
@@ -92,21 +97,29 @@ class A3C(Algorithm):
         return config["trainer"]["target_return"]
 
     def check_config(self, config: Config) -> None:
-        """The environment must build (with env.kwargs) and have Discrete or Box spaces (images of at least 20x20)."""
-        _conv_layers(config, _spaces(config)[0])
+        """The environment must build (with env.kwargs) and have Discrete or Box spaces (images of at least 20x20);
+        env.normalize_obs needs observations that are not uint8 images."""
+        obs_shape, uint8_frames, _, _ = _spaces(config)
+        _conv_layers(config, obs_shape)
+        if uint8_frames and config["env"]["normalize_obs"]:
+            raise ConfigError(f"config key 'env.normalize_obs': got true for {config['env']['id']!r}, whose "
+                              f"observations are uint8 images (read as [0, 1] by the first convolution); "
+                              f"allowed: false for image observations")
 
     def build_model(self, config: Config) -> ActorCritic:
         obs_shape, uint8_frames, n_actions, continuous = _spaces(config)
-        m = config["model"]
+        m, env = config["model"], config["env"]
         return ActorCritic(obs_shape, m["hidden"], m["activation"], m["lstm"], n_actions, continuous,
-                           _conv_layers(config, obs_shape), uint8_frames=uint8_frames)
+                           _conv_layers(config, obs_shape), uint8_frames=uint8_frames,
+                           normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"])
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()
 
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
         """Greedy episodes (most likely action, or the mean action), one per environment in a batch."""
-        envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed)
+        envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
+                        normalization=Normalization.for_model(model, config, episodes, update=False))
         returns = np.full(episodes, np.nan)
         state = model.initial_state(episodes)
         try:
@@ -123,6 +136,11 @@ class A3C(Algorithm):
         mean, std = float(returns.mean()), float(returns.std())
         return Evaluation({"return_mean": mean, "return_std": std},
                           f"return over {episodes} greedy episodes: {mean:.1f} ± {std:.1f}")
+
+    def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
+        """The normalisation statistics, when the model has any (see a3c.normalization)."""
+        normalization = Normalization.for_model(model, config, 0, update=False)
+        return {} if normalization is None else normalization.scalars()
 
 
 ALGORITHM = A3C()
