@@ -79,7 +79,8 @@ class A3C(Algorithm):
             "normalize_reward": Field("bool", False),
             "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
         },
-        "model": {**MLP_SCHEMA, "lstm": Field("bool", False)},
+        "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
+                  "log_std_init": Field("float", 0.0, low=-20.0, high=2.0)},
         "trainer": {
             "target_return": Field("float", 475.0, nullable=True),
             "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
@@ -98,9 +99,12 @@ class A3C(Algorithm):
 
     def check_config(self, config: Config) -> None:
         """The environment must build (with env.kwargs) and have Discrete or Box spaces (images of at least 20x20);
-        env.normalize_obs needs observations that are not uint8 images."""
+        a separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images."""
         obs_shape, uint8_frames, _, _ = _spaces(config)
         _conv_layers(config, obs_shape)
+        if not config["model"]["shared_body"] and config["model"]["lstm"]:
+            raise ConfigError("config key 'model.shared_body': got false with model.lstm true; allowed: true with "
+                              "an LSTM (the policy and the value share the LSTM's state)")
         if uint8_frames and config["env"]["normalize_obs"]:
             raise ConfigError(f"config key 'env.normalize_obs': got true for {config['env']['id']!r}, whose "
                               f"observations are uint8 images (read as [0, 1] by the first convolution); "
@@ -111,7 +115,8 @@ class A3C(Algorithm):
         m, env = config["model"], config["env"]
         return ActorCritic(obs_shape, m["hidden"], m["activation"], m["lstm"], n_actions, continuous,
                            _conv_layers(config, obs_shape), uint8_frames=uint8_frames,
-                           normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"])
+                           normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"],
+                           shared_body=m["shared_body"], log_std_init=m["log_std_init"])
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()
