@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from common import REPO, RESULTS, markdown_table, write_result
+from common import REPO, RESULTS, load, markdown_table, write_result
 
 TRAIN = [sys.executable, "-m", "framework.train", "train"]
 
@@ -154,6 +154,7 @@ def main() -> None:
     if unknown:
         parser.error(f"argument --tasks: got {', '.join(unknown)}; allowed: {', '.join(t.name for t in TASKS)}")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    started = load()
     results: dict[Task, list[dict]] = {}
     skipped = []
     for task in (t for t in TASKS if t.name in chosen):
@@ -173,6 +174,8 @@ def main() -> None:
                 "final mean return of a run that reached it is about the target."),
              "Final mean return: the mean of the last 100 episode returns when the run ended, as mean ± std "
              "over seeds; the target is met when every seed's mean of 100 returns reached it within the budget.",
+             f"Load: {started} at the start, {load()} at the end (above 2, other work shared the cores and "
+             "slowed these runs).",
              "![learning curves](learning.png)"]
     if skipped:
         notes.append("Not run (optional extra not installed): "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from common import markdown_table, write_result
+from common import load, markdown_table, write_result
 from learning import TASKS, available, mean_std, reached_at, run_seed
 
 LUNARLANDER = next(t for t in TASKS if t.name == "lunarlander")
@@ -44,6 +44,7 @@ def main() -> None:
     if unknown:
         parser.error(f"argument --variants: got {', '.join(unknown)}; allowed: {', '.join(VARIANTS)}")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    started = load()
     rows = []
     for name in chosen:
         runs = [run_seed(LUNARLANDER, seed, args.seconds, False, VARIANTS[name]) for seed in seeds]
@@ -56,7 +57,9 @@ def main() -> None:
     table = markdown_table(["variant", "overrides", "seeds reaching 200", "seconds to reach it", "slowest seed",
                             "final mean return", "env steps/s"], rows)
     notes = [f"Seeds {seeds.start}..{seeds.stop - 1}, {args.seconds:g} s budget per run, 2 workers, one run at a "
-             "time; a run stops once the mean of its last 100 returns reaches 200."]
+             "time; a run stops once the mean of its last 100 returns reaches 200.",
+             f"Load: {started} at the start, {load()} at the end (above 2, other work shared the cores and "
+             "slowed these runs)."]
     path = write_result("lunarlander_variants", "A3C on LunarLander-v3: the baselines' changes, one at a time",
                         [table, *notes])
     print(path.read_text())
