@@ -17,6 +17,12 @@ for bootstrapping on truncation. A NEXT_STEP-only vector env (gymnasium's
 CartPoleVectorEnv) is not used: it reports the reset observation one call
 later, when every other env has moved on too, and cannot reset one env alone.
 
+A batch made with `render=True` (to record episodes) is always a loop of envs
+built with render_mode="rgb_array": its `frames` hold each env's screen after
+its reset and after every step, rendered before any auto-reset, so the frame
+of an episode's last step is there too. For Atari that is the game screen
+(210x160 colour), not the 84x84 observation; a vector env renders none.
+
 Environments that need an optional extra (Box2D for LunarLander, ale-py for
 Atari) are refused at config validation with the `pip install` to run, and
 `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
@@ -29,6 +35,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -150,10 +157,14 @@ class BatchStep:
 class _LoopEnvs:
     """n `gym.make` envs stepped one after the other; an env whose episode ends is reset at once."""
 
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int):
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int, render: bool = False):
         self.env_id, self.rank = env_id, rank
+        if render:
+            kwargs = {**(kwargs or {}), "render_mode": "rgb_array"}
         self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
         self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
+        self.frames: list[Any] | None = [None] * n if render else None
+        """With render: each env's latest rgb_array frame (see the module docstring); else None."""
 
     def _error(self, i: int, what: str, exc: Exception) -> EnvError:
         return EnvError(f"environment {self.env_id} (worker {self.rank}, env {i}) raised in {what}: "
@@ -161,9 +172,20 @@ class _LoopEnvs:
 
     def _reset(self, i: int, seed: int | None = None) -> Any:
         try:
-            return self.envs[i].reset(seed=seed)[0]
+            observation = self.envs[i].reset(seed=seed)[0]
         except Exception as exc:
             raise self._error(i, "reset", exc) from exc
+        self._render(i)
+        return observation
+
+    def _render(self, i: int) -> None:
+        """Keep env i's screen in frames, when rendering."""
+        if self.frames is None:
+            return
+        try:
+            self.frames[i] = self.envs[i].render()
+        except Exception as exc:
+            raise self._error(i, "render", exc) from exc
 
     def reset(self, seed: int) -> list[Any]:
         """Reset env i with seed + i; their first observations."""
@@ -184,6 +206,7 @@ class _LoopEnvs:
                 observation, rewards[i], terminated[i], truncated[i], _ = env.step(actions[i])
             except Exception as exc:
                 raise self._error(i, "step", exc) from exc
+            self._render(i)
             if terminated[i] or truncated[i]:
                 final[i] = observation
                 observation = self._reset(i)
@@ -271,13 +294,17 @@ class EnvBatch:
 
     Box observations keep their shape, Discrete ones become one-hot vectors.
     Discrete actions are ints, Box actions are clipped to the space's bounds.
+    With render, `frames` holds each env's latest screen (see the module docstring).
     """
 
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0):
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0,
+                 render: bool = False):
         self.env_id, self.rank = env_id, rank
-        vector = _VectorEnvs.build(env_id, kwargs, n, rank)
+        if render:  # offscreen: pygame's SDL then opens no window and looks for no display
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        vector = None if render else _VectorEnvs.build(env_id, kwargs, n, rank)
         self.vectorized = vector is not None
-        self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank)
+        self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank, render)
         self._n = n
         space = self._envs.observation_space
         if isinstance(space, gym.spaces.Box):
@@ -304,6 +331,12 @@ class EnvBatch:
 
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def frames(self) -> list[np.ndarray]:
+        """Each env's latest rgb_array frame (H, W, 3) uint8; only for a batch made with render."""
+        assert isinstance(self._envs, _LoopEnvs) and self._envs.frames is not None, "a batch made with render"
+        return self._envs.frames
 
     def _as_obs(self, observations: Any) -> np.ndarray:
         """Raw observations as a batch of obs's dtype (one-hot for Discrete spaces)."""
