@@ -1,4 +1,5 @@
 """TensorBoard event files written by TensorBoardWriter, read back by TensorBoard's own reader and server."""
+import io
 import json
 import shutil
 import socket
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.plugins.hparams import plugin_data_pb2
@@ -58,6 +60,21 @@ def test_histogram_of_only_non_finite_values_is_skipped(tmp_path):
     writer.scalars({"x": 1.0}, step=1)
     writer.close()
     assert _accumulate(tmp_path).Tags()["histograms"] == []
+
+
+def test_an_animated_gif_reads_back_as_an_image(tmp_path):
+    frames = [Image.new("RGB", (16, 8), colour) for colour in ("red", "green", "blue")]
+    gif = io.BytesIO()
+    frames[0].save(gif, format="GIF", save_all=True, append_images=frames[1:], duration=40, loop=0)
+    writer = TensorBoardWriter(tmp_path)
+    writer.gif("video/greedy_episode", gif.getvalue(), height=8, width=16, step=300)
+    writer.close()
+    acc = EventAccumulator(str(tmp_path), size_guidance={"images": 0})
+    acc.Reload()
+    [image] = acc.Images("video/greedy_episode")
+    assert (image.step, image.height, image.width) == (300, 8, 16)
+    assert image.encoded_image_string == gif.getvalue()
+    assert Image.open(io.BytesIO(image.encoded_image_string)).n_frames == 3
 
 
 def _free_port() -> int:
