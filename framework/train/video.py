@@ -14,11 +14,11 @@ recording holds raw frames:
 
 Both play at FPS frames a second. The libraries: PyAV (a 36 MB wheel) bundles
 FFmpeg with libx264 and encodes in this process, where imageio-ffmpeg (68 MB,
-plus imageio) pipes frames to an ffmpeg executable it ships and OpenCV's own
-MP4 writer has no H.264; Pillow comes with tensorboard, and its per-frame
-palettes look better than FFmpeg's GIF encoder without a palette pass. Classic
-control environments render with pygame. The `video` extra installs all
-three; `missing_extra` names it when one of them is not there.
+plus imageio) pipes frames to an ffmpeg executable it ships and OpenCV's
+wheels write no H.264; Pillow comes with tensorboard and quantizes rgb frames
+itself (FFmpeg's GIF encoder takes palette frames only, made by a filter
+pass). Classic control environments render with pygame. The `video` extra
+installs all three; `missing_extra` names it when one of them is not there.
 """
 from __future__ import annotations
 
