@@ -14,6 +14,8 @@ algorithm owns the model, the worker loop and evaluation:
   `trainer.eval_every_s`, by the monitor (logged under `eval/`); an evaluation
   may stop the run (`Evaluation.stop`), and with `evaluate_at_end` the last
   one goes into summary.json as `evaluation`,
+- `scalars(model, config)`: extra numbers about the shared model, logged with
+  the monitor's scalars,
 - optionally `record(model, config, episodes, seed, frames)`: the same
   greedy episodes, one after another, with each rendered frame sent to
   `frames` (`evaluate --record`, and `logging.video_every_s` in the monitor).
@@ -130,6 +132,11 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
         """Measure the model (greedy episodes, test accuracy, ...) in the calling process, on the model's device."""
+
+    def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
+        """Numbers about the shared model that the monitor logs with each interval's scalars (TensorBoard
+        tag -> value), e.g. running statistics it carries. Default: none."""
+        return {}
 
     def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
         """`evaluate`'s greedy episodes played one after another, each rendered frame (from each reset to each

@@ -300,6 +300,7 @@ class Monitor:
             values["perf/policy_lag"] = (after.total(LAG_SUM) - before.total(LAG_SUM)) / updates
         values["perf/skipped_updates"] = after.total(SKIPPED)
         values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
+        values.update(self.algorithm.scalars(self.model, self.cfg))
         self.writer.scalars(values, after.total(STEPS))
 
     def _maybe_histograms(self, snap: Any, last_updates: int) -> int:

@@ -59,6 +59,17 @@ def test_evaluate_records_the_greedy_episodes_it_evaluates(finished_run, tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == [video.name]  # written atomically: no temp file left
 
 
+def test_a_run_that_normalises_observations_is_recorded_as_it_is_evaluated(tmp_path):
+    """The recording normalises observations with the checkpoint's statistics, as evaluate does."""
+    done, run = train(tmp_path, cartpole_config(total_steps=4000, env={"id": "CartPole-v1", "envs_per_worker": 4,
+                                                                       "normalize_obs": True}))
+    assert done.returncode == 0, done.stderr
+    plain = run_cli("evaluate", "--run", run, "--episodes", 3)
+    recorded = run_cli("evaluate", "--run", run, "--episodes", 3, "--record", tmp_path / "agent.mp4")
+    assert recorded.returncode == 0 and recorded.stdout == plain.stdout, recorded.stderr
+    assert len(_mp4_frames(tmp_path / "agent.mp4")) == round(_episode_lengths(recorded.stdout, 3)) + 3
+
+
 @pytest.mark.parametrize("name", ["agent.avi", "agent", "agent.gif.txt"])
 def test_record_names_the_suffixes_it_writes(tmp_path, name):
     code, out, err = call_main(evaluate_main, ["--run", str(tmp_path), "--record", str(tmp_path / name)])

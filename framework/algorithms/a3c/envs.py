@@ -28,7 +28,9 @@ Atari) are refused at config validation with the `pip install` to run, and
 `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
 wrapper chain (`make_atari`) and as a vector env (`make_atari_vector`).
 uint8 images (C, H, W) stay uint8 (the model reads them as [0, 1]); other
-observations are float32.
+observations are float32. With a `Normalization` (a3c.normalization), the batch
+gives normalised observations and scaled rewards, as VecNormalize does, and
+reports episode returns in the environment's own units.
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+from framework.algorithms.a3c.normalization import Normalization
 
 ATARI_ID = "hogshare/Atari-v0"
 
@@ -294,12 +298,13 @@ class EnvBatch:
 
     Box observations keep their shape, Discrete ones become one-hot vectors.
     Discrete actions are ints, Box actions are clipped to the space's bounds.
+    With `normalization`, observations and rewards are normalised (see the module docstring).
     With render, `frames` holds each env's latest screen (see the module docstring).
     """
 
     def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0,
-                 render: bool = False):
-        self.env_id, self.rank = env_id, rank
+                 normalization: Normalization | None = None, render: bool = False):
+        self.env_id, self.rank, self.normalization = env_id, rank, normalization
         if render:  # offscreen: pygame's SDL then opens no window and looks for no display
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         vector = None if render else _VectorEnvs.build(env_id, kwargs, n, rank)
@@ -327,10 +332,15 @@ class EnvBatch:
         self.obs = np.zeros((n, *self.obs_shape), dtype=dtype)
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
-        self.obs[...] = self._as_obs(self._envs.reset(seed))
+        self.obs[...] = self._observe(self._envs.reset(seed))
 
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def returns(self) -> np.ndarray:
+        """Each env's return so far in the episode under way, in the environment's own units."""
+        return self._returns
 
     @property
     def frames(self) -> list[np.ndarray]:
@@ -345,6 +355,12 @@ class EnvBatch:
             out[np.arange(len(observations)), np.asarray(observations, dtype=np.int64)] = 1.0
             return out
         return np.asarray(observations, dtype=self.obs.dtype).reshape(len(observations), *self.obs_shape)
+
+    def _observe(self, observations: Any, update: bool = True) -> np.ndarray:
+        """Raw observations as a batch, normalised when the batch normalises (merged into the statistics when
+        `update`)."""
+        batch = self._as_obs(observations)
+        return batch if self.normalization is None else self.normalization.observations(batch, update)
 
     def _actions(self, actions: np.ndarray) -> np.ndarray:
         """Actions as the envs take them: int64 for Discrete (gymnasium checks NumPy ints faster than Python
@@ -366,9 +382,11 @@ class EnvBatch:
         self._returns[ended] = 0.0
         self._lengths[ended] = 0
         truncated_index = np.flatnonzero(truncated)
-        self.obs[...] = self._as_obs(observations)
+        self.obs[...] = self._observe(observations)
+        if self.normalization is not None:
+            rewards = self.normalization.rewards(rewards, terminated | truncated)
         return BatchStep(rewards.astype(np.float32), terminated, truncated, truncated_index,
-                         self._as_obs([final[i] for i in truncated_index]), ended.tolist(),
+                         self._observe([final[i] for i in truncated_index], update=False), ended.tolist(),
                          episode_returns, episode_lengths)
 
     def close(self) -> None:
