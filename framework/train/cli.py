@@ -16,11 +16,12 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence
 
 import yaml
 
 from framework import algorithms
+from framework.algorithms.base import Evaluation, FrameSink
 from framework.train import video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config, read_yaml,
@@ -88,7 +89,7 @@ def _outcome(s: dict) -> str:
     return line + f"; mean return {mean} over the last {s['target_window']} episodes; target {solved}"
 
 
-def _record(path: Path, play: Any) -> Any:
+def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:
     """video.write_video(path, play); ConfigError when path cannot be written (a missing or read-only directory)."""
     try:
         return video.write_video(path, play)
@@ -159,8 +160,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     if record is not None and record.suffix.lower() not in video.SUFFIXES:
         parser.error(f"argument --record: got {printable(repr(args.record))}; allowed: a file name ending in "
                      f"{' or '.join(video.SUFFIXES)}")
-    missing = record and video.missing_extra()
-    if missing:
+    if record is not None and (missing := video.missing_extra()):
         _fail("evaluate", f"error: --record: {missing}")
         return 2
     run_dir = Path(args.run)
