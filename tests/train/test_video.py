@@ -10,6 +10,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+import yaml
 from PIL import Image, ImageSequence
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -94,6 +95,18 @@ def test_record_refuses_an_algorithm_without_an_environment(tmp_path):
     assert err == (f"evaluate: error: --record: run '{run}' trained algorithm hogwild, which has no environment to "
                    f"record; allowed: runs of an algorithm with one (a3c)\n")
     assert snapshot(run) == before and not (tmp_path / "a.gif").exists()
+
+
+def test_record_refuses_an_environment_that_renders_no_frames(run_copy, tmp_path):
+    config = yaml.safe_load((run_copy / "config.yaml").read_text())
+    config["env"]["id"] = "fault_envs:UnrenderedCartPole-v0"  # the same spaces: the checkpoint still loads
+    write_config(run_copy / "config.yaml", config)
+    done = run_cli("evaluate", "--run", run_copy, "--record", tmp_path / "a.gif")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("evaluate: error: config key 'env.id': environment fault_envs:UnrenderedCartPole-v0 "
+                           "rendered NoneType where an rgb_array frame (height, width, 3) uint8 was asked for (its "
+                           "render modes: []); allowed: an environment with the rgb_array render mode, to record\n")
+    assert not (tmp_path / "a.gif").exists()
 
 
 def _without(tmp_path: Path, *modules: str) -> dict:

@@ -38,6 +38,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -57,6 +58,10 @@ EXTRAS = {"box2d": ("Box2D", "pygame"), "atari": ("ale_py", "cv2")}
 
 class EnvError(RuntimeError):
     """An environment that failed to build, reset or step; names the env id and the worker rank."""
+
+
+class NoFrames(EnvError):
+    """An environment asked to render that gives no rgb_array frames (it has no such render mode)."""
 
 
 def extra_needed(env_id: str) -> str | None:
@@ -163,9 +168,11 @@ class _LoopEnvs:
 
     def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int, render: bool = False):
         self.env_id, self.rank = env_id, rank
-        if render:
-            kwargs = {**(kwargs or {}), "render_mode": "rgb_array"}
-        self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
+        with warnings.catch_warnings():
+            if render:  # gymnasium's warning for an env without rgb_array: NoFrames says it, in one line
+                kwargs = {**(kwargs or {}), "render_mode": "rgb_array"}
+                warnings.filterwarnings("ignore", message=".*render_mode='rgb_array' that is not in the possible")
+            self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
         self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
         self.frames: list[Any] | None = [None] * n if render else None
         """With render: each env's latest rgb_array frame (see the module docstring); else None."""
@@ -187,9 +194,15 @@ class _LoopEnvs:
         if self.frames is None:
             return
         try:
-            self.frames[i] = self.envs[i].render()
+            frame = self.envs[i].render()
         except Exception as exc:
             raise self._error(i, "render", exc) from exc
+        if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3
+                and frame.shape[2] == 3):
+            modes = self.envs[i].metadata.get("render_modes")
+            raise NoFrames(f"environment {self.env_id} rendered {type(frame).__name__} where an rgb_array frame "
+                           f"(height, width, 3) uint8 was asked for (its render modes: {modes})")
+        self.frames[i] = frame
 
     def reset(self, seed: int) -> list[Any]:
         """Reset env i with seed + i; their first observations."""

@@ -16,7 +16,7 @@ import numpy as np
 
 import framework
 from framework import nn
-from framework.algorithms.a3c.envs import BatchStep, EnvBatch, EnvError, env_id_problem, make_env
+from framework.algorithms.a3c.envs import BatchStep, EnvBatch, EnvError, NoFrames, env_id_problem, make_env
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
 from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
@@ -162,8 +162,12 @@ class A3C(Algorithm):
         (everywhere but a vector env such as Atari's)."""
         returns: list[float] = []
         for i in range(episodes):
-            envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
-                            normalization=Normalization.for_model(model, config, 1, update=False))
+            try:
+                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
+                                normalization=Normalization.for_model(model, config, 1, update=False))
+            except NoFrames as exc:
+                raise ConfigError(f"config key 'env.id': {exc}; allowed: an environment with the rgb_array render "
+                                  f"mode, to record") from None
             episode_return = None
             try:
                 more = frames(envs.frames[0])
