@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import os
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
@@ -115,12 +116,21 @@ class Mp4Stream:
         self._container.close()
 
 
+def _new_file_mode() -> int:
+    """The permissions open() gives a new file (0o666 less the umask), where a temp file gets 0o600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_video(path: Path, play: Callable[[FrameSink], T]) -> T:
     """Call play with a sink and write the frames it sends into path, an animated GIF or an MP4 by its suffix;
-    play's result. Written atomically (a failure leaves no part of a file); OSError when path cannot be written."""
+    play's result. Written atomically (a failure leaves no part of a file) with a new file's permissions; OSError
+    when path cannot be written."""
     result: list[T] = []
 
     def write(file: BinaryIO) -> None:
+        os.fchmod(file.fileno(), _new_file_mode())
         if path.suffix.lower() == ".gif":
             frames = GifFrames()
             result.append(play(frames.add))

@@ -2,6 +2,7 @@
 TensorBoard), each decoded back; the clear errors for a wrong suffix, a missing `video` extra, and an algorithm
 that plays no environment."""
 import importlib.util
+import os
 import re
 import shutil
 import textwrap
@@ -58,6 +59,9 @@ def test_evaluate_records_the_greedy_episodes_it_evaluates(finished_run, tmp_pat
         assert len(frames) <= round(steps) + 3  # a GIF merges a frame into the one before it when they are alike
     assert frames[0].min() < 100 < frames[0].max()  # a cart on a white screen, not a blank frame
     assert [p.name for p in tmp_path.iterdir()] == [video.name]  # written atomically: no temp file left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert video.stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file, not a temp file's 0o600
 
 
 def test_a_run_that_normalises_observations_is_recorded_as_it_is_evaluated(tmp_path):
