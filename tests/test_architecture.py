@@ -109,7 +109,8 @@ def test_the_schema_imports_nothing_of_the_project():
 
 def test_import_framework_loads_the_tensor_library_alone():
     code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('gymnasium', 'yaml', 'tensorboard', 'tqdm') or m.startswith(('framework.train', 'framework.algorithms')))))")
+            "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'av', 'PIL', 'pygame') or "
+            "m.startswith(('framework.train', 'framework.algorithms')))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=CHECKOUT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []

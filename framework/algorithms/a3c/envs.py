@@ -17,6 +17,12 @@ for bootstrapping on truncation. A NEXT_STEP-only vector env (gymnasium's
 CartPoleVectorEnv) is not used: it reports the reset observation one call
 later, when every other env has moved on too, and cannot reset one env alone.
 
+A batch made with `render=True` (to record episodes) is always a loop of envs
+built with render_mode="rgb_array": its `frames` hold each env's screen after
+its reset and after every step, rendered before any auto-reset, so the frame
+of an episode's last step is there too. For Atari that is the game screen
+(210x160 colour), not the 84x84 observation; a vector env renders none.
+
 Environments that need an optional extra (Box2D for LunarLander, ale-py for
 Atari) are refused at config validation with the `pip install` to run, and
 `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
@@ -31,6 +37,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -50,6 +58,10 @@ EXTRAS = {"box2d": ("Box2D", "pygame"), "atari": ("ale_py", "cv2")}
 
 class EnvError(RuntimeError):
     """An environment that failed to build, reset or step; names the env id and the worker rank."""
+
+
+class NoFrames(EnvError):
+    """An environment asked to render that gives no rgb_array frames (it has no such render mode)."""
 
 
 def extra_needed(env_id: str) -> str | None:
@@ -154,10 +166,16 @@ class BatchStep:
 class _LoopEnvs:
     """n `gym.make` envs stepped one after the other; an env whose episode ends is reset at once."""
 
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int):
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int, render: bool = False):
         self.env_id, self.rank = env_id, rank
-        self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
+        with warnings.catch_warnings():
+            if render:  # gymnasium's warning for an env without rgb_array: NoFrames says it, in one line
+                kwargs = {**(kwargs or {}), "render_mode": "rgb_array"}
+                warnings.filterwarnings("ignore", message=".*render_mode='rgb_array' that is not in the possible")
+            self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
         self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
+        self.frames: list[Any] | None = [None] * n if render else None
+        """With render: each env's latest rgb_array frame (see the module docstring); else None."""
 
     def _error(self, i: int, what: str, exc: Exception) -> EnvError:
         return EnvError(f"environment {self.env_id} (worker {self.rank}, env {i}) raised in {what}: "
@@ -165,9 +183,26 @@ class _LoopEnvs:
 
     def _reset(self, i: int, seed: int | None = None) -> Any:
         try:
-            return self.envs[i].reset(seed=seed)[0]
+            observation = self.envs[i].reset(seed=seed)[0]
         except Exception as exc:
             raise self._error(i, "reset", exc) from exc
+        self._render(i)
+        return observation
+
+    def _render(self, i: int) -> None:
+        """Keep env i's screen in frames, when rendering."""
+        if self.frames is None:
+            return
+        try:
+            frame = self.envs[i].render()
+        except Exception as exc:
+            raise self._error(i, "render", exc) from exc
+        if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3
+                and frame.shape[2] == 3):
+            modes = self.envs[i].metadata.get("render_modes")
+            raise NoFrames(f"environment {self.env_id} rendered {type(frame).__name__} where an rgb_array frame "
+                           f"(height, width, 3) uint8 was asked for (its render modes: {modes})")
+        self.frames[i] = frame
 
     def reset(self, seed: int) -> list[Any]:
         """Reset env i with seed + i; their first observations."""
@@ -188,6 +223,7 @@ class _LoopEnvs:
                 observation, rewards[i], terminated[i], truncated[i], _ = env.step(actions[i])
             except Exception as exc:
                 raise self._error(i, "step", exc) from exc
+            self._render(i)
             if terminated[i] or truncated[i]:
                 final[i] = observation
                 observation = self._reset(i)
@@ -276,14 +312,17 @@ class EnvBatch:
     Box observations keep their shape, Discrete ones become one-hot vectors.
     Discrete actions are ints, Box actions are clipped to the space's bounds.
     With `normalization`, observations and rewards are normalised (see the module docstring).
+    With render, `frames` holds each env's latest screen (see the module docstring).
     """
 
     def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0,
-                 normalization: Normalization | None = None):
+                 normalization: Normalization | None = None, render: bool = False):
         self.env_id, self.rank, self.normalization = env_id, rank, normalization
-        vector = _VectorEnvs.build(env_id, kwargs, n, rank)
+        if render:  # offscreen: pygame's SDL then opens no window and looks for no display
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        vector = None if render else _VectorEnvs.build(env_id, kwargs, n, rank)
         self.vectorized = vector is not None
-        self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank)
+        self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank, render)
         self._n = n
         space = self._envs.observation_space
         if isinstance(space, gym.spaces.Box):
@@ -310,6 +349,17 @@ class EnvBatch:
 
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def returns(self) -> np.ndarray:
+        """Each env's return so far in the episode under way, in the environment's own units."""
+        return self._returns
+
+    @property
+    def frames(self) -> list[np.ndarray]:
+        """Each env's latest rgb_array frame (H, W, 3) uint8; only for a batch made with render."""
+        assert isinstance(self._envs, _LoopEnvs) and self._envs.frames is not None, "a batch made with render"
+        return self._envs.frames
 
     def _as_obs(self, observations: Any) -> np.ndarray:
         """Raw observations as a batch of obs's dtype (one-hot for Discrete spaces)."""

@@ -9,16 +9,19 @@ until the first convolution reads them as [0, 1]).
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 import gymnasium as gym
 import numpy as np
 
 import framework
 from framework import nn
-from framework.algorithms.a3c.envs import EnvBatch, EnvError, env_id_problem, make_env
+from framework.algorithms.a3c.envs import BatchStep, EnvBatch, EnvError, NoFrames, env_id_problem, make_env
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
 from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
-from framework.algorithms.base import DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
+from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink,
+                                       WorkerContext)
 from framework.device import to_device, to_host
 from framework.train.schema import ConfigError, Field
 
@@ -54,6 +57,22 @@ def _conv_layers(config: Config, obs_shape: tuple[int, ...]) -> tuple[tuple[int,
                           f"{obs_shape}; allowed: (channels, height, width) observations of at least 20x20 "
                           f"for the convolutions of the A3C image model")
     return IMAGE_CONV
+
+
+def _greedy_steps(model: ActorCritic, envs: EnvBatch) -> Iterator[BatchStep]:
+    """Step envs with the model's greedy actions (the most likely action, or the mean action), for ever."""
+    state = model.initial_state(len(envs))
+    while True:
+        with framework.no_grad():  # entered per step: a generator must not hold grad mode off for its caller
+            head, state = model.policy_array(to_device(envs.obs, model.device), state)
+        head = to_host(head)
+        yield envs.step(head if model.continuous else np.argmax(head, axis=1))
+
+
+def _evaluation(returns: np.ndarray) -> Evaluation:
+    mean, std = float(returns.mean()), float(returns.std())
+    return Evaluation({"return_mean": mean, "return_std": std},
+                      f"return over {returns.size} greedy episodes: {mean:.1f} ± {std:.1f}")
 
 
 class A3C(Algorithm):
@@ -126,21 +145,44 @@ class A3C(Algorithm):
         envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
                         normalization=Normalization.for_model(model, config, episodes, update=False))
         returns = np.full(episodes, np.nan)
-        state = model.initial_state(episodes)
         try:
-            with framework.no_grad():
-                while np.isnan(returns).any():
-                    head, state = model.policy_array(to_device(envs.obs, model.device), state)
-                    head = to_host(head)
-                    out = envs.step(head if model.continuous else np.argmax(head, axis=1))
-                    for i, ret in zip(out.episode_index, out.episode_returns):
-                        if np.isnan(returns[i]):
-                            returns[i] = ret
+            for out in _greedy_steps(model, envs):
+                for i, ret in zip(out.episode_index, out.episode_returns):
+                    if np.isnan(returns[i]):
+                        returns[i] = ret
+                if not np.isnan(returns).any():
+                    break
         finally:
             envs.close()
-        mean, std = float(returns.mean()), float(returns.std())
-        return Evaluation({"return_mean": mean, "return_std": std},
-                          f"return over {episodes} greedy episodes: {mean:.1f} ± {std:.1f}")
+        return _evaluation(returns)
+
+    def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
+        """evaluate's episodes, one at a time in an environment that renders rgb_array frames: episode i is
+        seeded with seed + i, as there, so they are the same episodes where evaluate's batch is a loop of envs
+        (everywhere but a vector env such as Atari's)."""
+        returns: list[float] = []
+        for i in range(episodes):
+            try:
+                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
+                                normalization=Normalization.for_model(model, config, 1, update=False))
+            except NoFrames as exc:
+                raise ConfigError(f"config key 'env.id': {exc}; allowed: an environment with the rgb_array render "
+                                  f"mode, to record") from None
+            episode_return = None
+            try:
+                more = frames(envs.frames[0])
+                steps = _greedy_steps(model, envs)
+                while more and episode_return is None:
+                    out = next(steps)
+                    more = frames(envs.frames[0])
+                    if out.episode_index:
+                        episode_return = out.episode_returns[0]
+                returns.append(float(envs.returns[0]) if episode_return is None else episode_return)
+            finally:
+                envs.close()
+            if not more:
+                break
+        return _evaluation(np.asarray(returns))
 
     def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
         """The normalisation statistics, when the model has any (see a3c.normalization)."""
