@@ -91,6 +91,24 @@ class EvaluationFaultCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class BlasThreadsCartPole(CartPoleEnv):
+    """Writes the BLAS thread counts of the process that steps it (threadpoolctl's view) to `report` on its first
+    step in a worker: what a worker's GEMMs run on."""
+
+    def __init__(self, report: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.report = report
+
+    def step(self, action):
+        if self.report and multiprocessing.parent_process() is not None:
+            from threadpoolctl import threadpool_info
+
+            with open(self.report, "w") as f:
+                f.write(" ".join(str(pool["num_threads"]) for pool in threadpool_info()))
+            self.report = ""
+        return super().step(action)
+
+
 class SlowToMakeCartPole(CartPoleEnv):
     """Takes `seconds` to make in the main process (config checks and model building make one there), saying so on
     stderr first: a start-up that is known to be in progress."""
@@ -107,4 +125,5 @@ gym.register("UnrenderedCartPole-v0", entry_point=UnrenderedCartPole, max_episod
 gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
 gym.register("StallingCartPole-v0", entry_point=StallingCartPole, max_episode_steps=500)
 gym.register("SlowToMakeCartPole-v0", entry_point=SlowToMakeCartPole, max_episode_steps=500)
+gym.register("BlasThreadsCartPole-v0", entry_point=BlasThreadsCartPole, max_episode_steps=500)
 gym.register("EvaluationFaultCartPole-v0", entry_point=EvaluationFaultCartPole, max_episode_steps=500)

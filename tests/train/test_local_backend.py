@@ -1,11 +1,16 @@
-"""The local backend: seeds per (rank, restart), and BLAS threads pinned for the children it starts."""
+"""The local backend: seeds per (rank, restart), and BLAS threads pinned for the children it starts, whatever
+the start method."""
 import os
+
+import pytest
 
 from framework import algorithms
 from framework.train.backends.base import Launch, worker_seed
 from framework.train.backends.local import BLAS_THREAD_VARS, LocalBackend
 from framework.train.config import validate
 from framework.train.run_stats import RunStats
+from run_configs import cartpole_config
+from train_cli import train
 
 
 def test_worker_seeds_are_deterministic_and_distinct():
@@ -25,3 +30,15 @@ def test_backend_pins_blas_threads_for_its_children_and_restores_the_environment
     assert all(os.environ[name] == "1" for name in BLAS_THREAD_VARS)
     assert backend.stop(timeout_s=1.0) == []
     assert os.environ["OMP_NUM_THREADS"] == "8" and "MKL_NUM_THREADS" not in os.environ
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_every_worker_computes_with_one_blas_thread(tmp_path, method):
+    """A forked worker inherits the BLAS pool numpy made in the main process before the thread variables were set
+    (two threads on two cores): the worker limits it itself."""
+    report = tmp_path / "threads"
+    config = cartpole_config(total_steps=2000, trainer={"start_method": method, "workers": 1},
+                             env={"id": "fault_envs:BlasThreadsCartPole-v0", "kwargs": {"report": str(report)}})
+    done, _ = train(tmp_path, config)
+    assert done.returncode == 0, done.stderr
+    assert report.read_text().split() and set(report.read_text().split()) == {"1"}

@@ -9,7 +9,11 @@ sends to the whole process group, are blocked while a worker starts and
 ignored once it runs (see `stop_signals`): the main process decides when to
 stop and tells it through shared memory. multiprocessing's resource tracker
 (a process of the same group) is started with them blocked too. Workers are
-started with `trainer.start_method` and pin BLAS to one thread.
+started with `trainer.start_method` and pin BLAS to one thread: through the
+environment for spawn and forkserver children, and with threadpoolctl in each
+worker, since a forked one inherits the BLAS thread pool numpy already made
+(two threads a worker on a loaded machine made the Atari model's GEMMs 13x
+slower).
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ import time
 import traceback
 from multiprocessing import resource_tracker
 from typing import Any, Callable
+
+from threadpoolctl import threadpool_limits
 
 import sharing
 from framework import algorithms
@@ -38,6 +44,7 @@ def _worker_main(rank: int, seed: int, config: Config, model: Any, optimizer: An
     lifecycle.die_with_parent()
     lifecycle.ignore_signals(WORKER_IGNORED)
     try:
+        threadpool_limits(1)  # a forked worker's BLAS pool was sized before BLAS_THREAD_VARS were set
         use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
         algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(rank), shared))
