@@ -24,7 +24,7 @@ import numpy as np
 
 from framework.algorithms.base import Evaluation
 from framework.device import to_host
-from framework.train.backends.base import Backend, Launch, WorkerExit
+from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
 from framework.train.checkpoint import CheckpointError, save_checkpoint
 from framework.train.config import get_path
 from framework.train.progress import Progress
@@ -209,17 +209,31 @@ class Monitor:
         return None
 
     def _handle_exits(self, pool: Backend) -> str | None:
-        for ended in pool.poll():
+        try:
+            exits = pool.poll()
+        except BackendError as exc:
+            self.failed = str(exc)
+            self.say(f"stopping the run: {self.failed}")
+            return "backend failure"
+        for ended in exits:
             if ended.clean:
                 continue
             self.say(ended.report())
-            if self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]:
+            may_restart = self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]
+            if may_restart:
                 pool.restart(ended.rank)
-                self.say(f"restarting worker {ended.rank} with a new seed "
-                            f"(restart {pool.restarts} of at most {self.tcfg['max_restarts']})")
+                what = "the lost workers on another node" if ended.lost else f"worker {ended.rank}"
+                self.say(f"restarting {what} with a new seed "
+                         f"(restart {pool.restarts} of at most {self.tcfg['max_restarts']})")
                 continue
-            why = ("on_worker_failure: abort" if self.tcfg["on_worker_failure"] == "abort"
-                   else f"max_restarts ({self.tcfg['max_restarts']}) used up")
+            if ended.lost and pool.running > 0:  # the machine's fault, not the workers': go on without them
+                continue
+            if ended.lost:
+                why = "no workers left"
+            elif self.tcfg["on_worker_failure"] == "abort":
+                why = "on_worker_failure: abort"
+            else:
+                why = f"max_restarts ({self.tcfg['max_restarts']}) used up"
             self.failed = ended.summary
             self.say(f"stopping the run ({why}): {self.failed}")
             return "worker failure"
@@ -282,6 +296,7 @@ class Monitor:
             values["perf/policy_lag"] = (after.total(LAG_SUM) - before.total(LAG_SUM)) / updates
         values["perf/skipped_updates"] = after.total(SKIPPED)
         values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
+        values.update(self.pool.metrics())
         self.writer.scalars(values, after.total(STEPS))
 
     def _maybe_histograms(self, snap: Any, last_updates: int) -> int:
@@ -365,4 +380,5 @@ class Monitor:
             "worker_restarts": restarts,
             "stop_reason": reason,
             "failure": self.failed,
+            **self.pool.summary(),
         }

@@ -32,15 +32,15 @@ from sharing import lifecycle
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _worker_main(rank: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
+def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
                  errors: Any, shared: Any) -> None:
-    """Entry point of a worker process."""
+    """Entry point of a worker process: rank in the run, row in `stats`."""
     lifecycle.die_with_parent()
     lifecycle.ignore_signals(WORKER_IGNORED)
     try:
         use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
-        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(rank), shared))
+        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(row), shared))
     except BaseException:
         errors.put((rank, traceback.format_exc()))
         raise SystemExit(1) from None
@@ -62,15 +62,21 @@ def describe_exit(rank: int, exitcode: int, tb: str | None) -> WorkerExit:
 
 
 class LocalBackend(Backend):
-    """The worker processes of one run, started with one multiprocessing context."""
+    """The worker processes of one run, started with one multiprocessing context.
 
-    def __init__(self, launch: Launch):
+    `ranks` are the ranks it runs (all of the run's by default; a Ray node
+    group runs a contiguous part of them): rank `ranks[i]` writes row i of the
+    launch's statistics and counts its starts in `generations[i]`.
+    """
+
+    def __init__(self, launch: Launch, ranks: range | None = None):
         super().__init__(launch)
         config = launch.config
+        self.ranks = range(launch.stats.workers) if ranks is None else ranks
         with lifecycle.signals_blocked(WORKER_IGNORED):  # the tracker of the queue's semaphores outlives them too
             resource_tracker.ensure_running()
         self._context = sharing.get_context(config["trainer"]["start_method"])
-        self._shared = launch.algorithm.build_shared(config, self._context)
+        self._shared = launch.algorithm.build_shared(config, self._context, self.ranks)
         self._errors = self._context.SimpleQueue()
         self._procs: dict[int, Any] = {}
         self._saved_env = {k: os.environ.get(k) for k in BLAS_THREAD_VARS}
@@ -78,18 +84,19 @@ class LocalBackend(Backend):
 
     def _start(self, rank: int) -> None:
         launch = self.launch
-        launch.generations[rank] += 1
-        seed = worker_seed(launch.config["seed"], rank, launch.generations[rank])
+        row = rank - self.ranks.start
+        launch.generations[row] += 1
+        seed = worker_seed(launch.config["seed"], rank, launch.generations[row])
         proc = self._context.Process(
             target=_worker_main, name=f"{launch.config['experiment']}-worker-{rank}", daemon=True,
-            args=(rank, seed, launch.config, launch.model, launch.optimizer, launch.stats, self._errors,
+            args=(rank, row, seed, launch.config, launch.model, launch.optimizer, launch.stats, self._errors,
                   self._shared))
         with lifecycle.signals_blocked(WORKER_IGNORED):
             proc.start()
         self._procs[rank] = proc
 
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
-        for rank in range(self.launch.stats.workers):
+        for rank in self.ranks:
             if cancelled():
                 return
             self._start(rank)
