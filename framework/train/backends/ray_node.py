@@ -1,0 +1,118 @@
+"""A node group: one Ray node's part of a run, a local run without its own monitor.
+
+The actor builds the model and optimizer in the node's shared memory,
+starting from the global parameters and the driver's optimizer state, and
+runs the local backend's worker processes on them for its contiguous ranks
+(`trainer.ray.workers_per_node` of them) with their own run statistics. Its
+`serve` call lasts as long as the group: it starts the workers, and every
+`trainer.ray.sync_every_s` exchanges parameters with the parameter server
+(see Note [the exchange] in `ray_server`), reporting the statistics, new
+episodes and ended workers with them, and learning from the reply how many
+env steps the whole run has taken (the workers' step budget).
+
+Workers are started, restarted and joined from `serve`'s thread: the kernel
+kills them when that thread's process dies (`die_with_parent`), so a node
+killed outright leaves no orphan. An exchange that takes longer than
+`trainer.ray.timeout_s` ends the group (its workers stopped): the driver
+counts it as lost.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+import sharing
+from framework import algorithms
+from framework.train.backends.base import Config, Launch, WorkerExit, share_model
+from framework.train.backends.local import LocalBackend
+from framework.train.run_stats import STEPS
+
+OPTIMIZER_EVERY_S = "checkpoint_every_s"
+"""The trainer key that says how often a group sends its optimizer state (what a checkpoint keeps of it)."""
+
+
+class NodeGroup:
+    """Ranks `ranks` of a run on this node; made by the driver with the global parameters as `params`."""
+
+    def __init__(self, config: Config, group: int, ranks: range, generations: list[int], params: np.ndarray,
+                 version: int, optimizer_state: dict[str, Any], server: Any):
+        sharing.set_sharing_strategy(config["trainer"]["sharing_strategy"])
+        algorithm = algorithms.get(config["algorithm"]["name"])
+        model, optimizer, stats = share_model(config, algorithm, algorithm.build_model(config), len(ranks))
+        model.arena.data[...] = params
+        optimizer.load_state_dict(optimizer_state)
+        self.config, self.group, self.server = config, group, server
+        self.settings = config["trainer"]["ray"]
+        self.optimizer, self.stats = optimizer, stats
+        self.params = model.arena.data
+        self.base, self.version = np.array(params, copy=True), version
+        self.pool = LocalBackend(Launch(config, algorithm, model, optimizer, stats, list(generations)), ranks)
+        self.seen = np.zeros(len(ranks), dtype=np.int64)
+        self.exits: list[WorkerExit] = []
+        self.exchange_s = 0.0
+        self.optimizer_sent = time.monotonic()
+        self.stopping = threading.Event()
+        self.restarts: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def stop(self) -> None:
+        """Ask `serve` to stop the workers, exchange a last time and return."""
+        self.stopping.set()
+
+    def restart(self, rank: int) -> None:
+        """Start rank again (done by `serve`'s thread)."""
+        self.restarts.put(rank)
+
+    def serve(self) -> str | None:
+        """Run the group until stopped or its workers ended; None, or why it gave up (a stalled exchange)."""
+        import ray  # this module runs in a Ray actor: ray is there
+
+        try:
+            self._exchange(delta=False)  # registers the group and sets the step budget before any worker runs
+            self.pool.start(cancelled=self.stopping.is_set)
+            while not self.stopping.wait(self.settings["sync_every_s"]):
+                while not self.restarts.empty():
+                    self.pool.restart(self.restarts.get())
+                self.exits += self.pool.poll()
+                if self.pool.running == 0:
+                    break
+                self._exchange()
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+            self.pool.stop(self.config["trainer"]["join_timeout_s"])
+            return f"its exchange with the parameter server failed ({type(exc).__name__})"
+        self.exits += self.pool.stop(self.config["trainer"]["join_timeout_s"])
+        try:
+            self._exchange(final=True)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+            return f"its last exchange with the parameter server failed ({type(exc).__name__})"
+        return None
+
+    def _exchange(self, delta: bool = True, final: bool = False) -> None:
+        """Push what changed since the last exchange with this group's report; take the global parameters."""
+        import ray
+
+        snap = self.stats.snapshot()
+        now = time.monotonic()
+        send_optimizer = final or now - self.optimizer_sent >= self.config["trainer"][OPTIMIZER_EVERY_S]
+        report = {"counters": snap.counters, "metric_sums": snap.metric_sums,
+                  "episodes": self.stats.new_episodes_by_worker(self.seen),
+                  "exits": [(e.rank, e.clean, e.summary, e.traceback) for e in self.exits],
+                  "exchange_s": self.exchange_s,
+                  "optimizer": self.optimizer.state_dict() if send_optimizer else None}
+        current = self.params.copy()
+        started = time.monotonic()
+        params, version, run_steps = ray.get(
+            self.server.exchange.remote(self.group, current - self.base if delta else None, self.version, report),
+            timeout=self.settings["timeout_s"])
+        if delta:
+            self.exchange_s += time.monotonic() - started
+        self.params += params - current  # keeps what the workers did during the exchange
+        self.base, self.version = np.array(params, copy=True), version
+        self.exits = []
+        if send_optimizer:
+            self.optimizer_sent = now
+        own = snap.total(STEPS)
+        self.stats.set_step_budget(own + max(0, self.config["trainer"]["total_steps"] - run_steps))

@@ -1,0 +1,107 @@
+"""Faults of the ray backend on a simulated cluster that this module starts once (3 nodes of 1 CPU) and runs
+join: a node lost mid-run (the run goes on, or restarts its group), a stalled node group, the parameter server
+lost, stop signals; and checkpoints that resume across backends."""
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from framework.train.checkpoint import load_checkpoint
+from reliability_support import (Train, children, cmdline, descendants, fast_config, run_cli, still_alive,
+                                 wait_for_file, wait_for_run_dir, wait_until, write_config)
+
+ray = pytest.importorskip("ray", reason="the ray backend's tests need Ray: pip install -e '.[ray]'")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from framework.train.backends.ray_cluster import FAST_HEALTH_CHECKS  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+NODES = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A head without CPUs and NODES simulated nodes of 1 CPU, each its own raylet."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    made = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False, "object_store_memory": 100 << 20,
+        "_system_config": FAST_HEALTH_CHECKS})
+    for _ in range(NODES):
+        made.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
+    yield made
+    made.shutdown()
+
+
+@pytest.fixture
+def full_cluster(cluster):
+    """The module's cluster, with nodes added back up to NODES after a test removed some."""
+    yield cluster
+    for _ in range(NODES - len(cluster.worker_nodes)):
+        cluster.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
+
+
+def ray_config(address: str, **sections) -> dict:
+    """2 node groups of 2 forked workers on the cluster at address, exchanging every 50 ms, checkpoint each 0.3 s."""
+    trainer = {"workers": 4, "backend": "ray", "max_seconds": 30, "checkpoint_every_s": 0.3,
+               "ray": {"address": address, "nodes": 2, "workers_per_node": 2, "timeout_s": 3},
+               **sections.pop("trainer", {})}
+    return fast_config(trainer=trainer, **sections)
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def _steps(run_dir: Path) -> int:
+    return load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"]
+
+
+def _groups(cluster) -> dict:
+    """{node: (pid of its node group actor, pids of that actor's worker processes)} for nodes that run a group."""
+    found = {}
+    for node in cluster.worker_nodes:
+        raylet = node.all_processes["raylet"][0].process.pid
+        for pid in children(raylet):
+            if cmdline(pid).startswith("ray::NodeGroup"):
+                found[node] = (pid, descendants(pid))
+    return found
+
+
+def _start(watch, tmp_path, logdir, config: dict) -> tuple[Train, Path]:
+    """train on config, once both groups run their workers and a checkpoint counts env steps."""
+    run = Train(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    run_dir = wait_for_run_dir(logdir)
+    wait_for_file(run_dir / "checkpoints" / "checkpoint.npz")
+    assert wait_until(lambda: _steps(run_dir) > 0, 60), f"the run made no env step:\n{run.stderr}"
+    return run, run_dir
+
+
+def _running_groups(cluster, count: int) -> dict:
+    groups = {}
+
+    def ready() -> bool:
+        nonlocal groups
+        groups = _groups(cluster)
+        return len(groups) == count and all(len(workers) >= 2 for _, workers in groups.values())
+
+    assert wait_until(ready, 30), f"expected {count} node groups with their workers, found {groups}"
+    return groups
+
+
+def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address, trainer={"max_seconds": 12}))
+    groups = _running_groups(full_cluster, 2)
+    node, (actor, workers) = next(iter(groups.items()))
+    full_cluster.remove_node(node, allow_graceful=False)
+    run.wait_for(r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$")
+    assert still_alive([actor, *workers], 10) == [], "the lost node's processes outlived it"
+    before = _steps(run_dir)
+    assert wait_until(lambda: _steps(run_dir) > before + 2000, 30), "no progress after the loss"
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["worker_restarts"] == 0
+    assert summary["stop_reason"] == "max_seconds reached" and summary["failure"] is None
+    assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
