@@ -105,3 +105,89 @@ def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdi
     assert summary["node_failures"] == 1 and summary["worker_restarts"] == 0
     assert summary["stop_reason"] == "max_seconds reached" and summary["failure"] is None
     assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
+
+
+def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_restart(watch, tmp_path, logdir,
+                                                                                    full_cluster):
+    config = ray_config(full_cluster.address, trainer={"max_seconds": 12, "on_worker_failure": "restart"})
+    run, run_dir = _start(watch, tmp_path, logdir, config)
+    groups = _running_groups(full_cluster, 2)
+    node = next(iter(groups))
+    full_cluster.remove_node(node, allow_graceful=False)
+    run.wait_for(r"was lost: ")
+    run.wait_for(r"^restarting the lost workers on another node with a new seed \(restart 1 of at most 10\)$")
+    _running_groups(full_cluster, 2)  # one on each of the two nodes left
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["worker_restarts"] == 1 and summary["failure"] is None
+
+
+def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address, trainer={"max_seconds": 14}))
+    actor, workers = next(iter(_running_groups(full_cluster, 2).values()))
+    os.kill(actor, signal.SIGSTOP)  # a hung node: its processes stop answering
+    try:
+        match = run.wait_for(r"^node group \d \(workers \d-\d\) was lost: no exchange for ([\d.]+) s "
+                             r"\(trainer.ray.timeout_s\); 1 of 2 groups go on$", timeout=30)
+        assert 3 <= float(match.group(1)) < 10
+    finally:
+        os.kill(actor, signal.SIGCONT)
+    assert still_alive([actor, *workers], 15) == [], "the stalled group's processes outlived it"
+    assert run.finish() == 0, run.stderr
+    assert _summary(run_dir)["node_failures"] == 1
+
+
+def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
+    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
+    [server] = [pid for pid in children(head) if cmdline(pid).startswith("ray::ParameterServer")]
+    os.kill(server, signal.SIGKILL)
+    assert run.finish() == 1, run.stderr
+    assert "stopping the run: the parameter server was lost" in run.stderr
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == "backend failure" and summary["exit_code"] == 1
+    state = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    assert state["run"]["env_steps"] == summary["env_steps"] > 0
+    assert wait_until(lambda: not _groups(full_cluster), 15), "node groups outlived the run"
+    target = summary["env_steps"] + 3000  # a ray run's checkpoint resumes with the local backend
+    done = run_cli(watch, "--resume", run_dir, "--set", f"trainer.total_steps={target}",
+                   "--set", "trainer.backend=local")
+    assert done.returncode == 0, done.stderr
+    resumed = _summary(run_dir)
+    assert resumed["env_steps"] >= target and resumed["updates"] > summary["updates"]
+    assert resumed["wall_seconds"] > summary["wall_seconds"] and "node_failures" not in resumed
+
+
+def test_a_local_run_resumes_on_ray_with_its_counters_and_parameters(watch, tmp_path, logdir, full_cluster):
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"workers": 4, "total_steps": 4000}))
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    run_dir = wait_for_run_dir(logdir)
+    before = _summary(run_dir)
+    saved = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.total_steps=12000", "--set", "trainer.backend=ray",
+                   "--set", f"trainer.ray.address={full_cluster.address}")
+    assert done.returncode == 0, done.stderr
+    after = _summary(run_dir)
+    assert after["env_steps"] >= 12000 and after["episodes"] > before["episodes"]
+    assert after["updates"] > before["updates"] and after["node_failures"] == 0 and after["exchanges"] > 0
+    resumed = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    assert resumed["run"]["generations"] == [2, 2, 2, 2]  # each rank's second start
+    moved = [not np.array_equal(saved["model"][k], resumed["model"][k]) for k in saved["model"]]
+    assert all(moved)  # the driver's model follows the global parameters
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_writes_a_final_checkpoint_and_removes_every_actor(watch, tmp_path, logdir, full_cluster,
+                                                                         signum):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
+    groups = _running_groups(full_cluster, 2)
+    run.proc.send_signal(signum)
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == signal.Signals(signum).name
+    state = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    assert state["run"]["env_steps"] == summary["env_steps"] and summary["node_failures"] == 0
+    pids = [pid for actor, workers in groups.values() for pid in (actor, *workers)]
+    assert still_alive(pids, 15) == [], "processes of the run outlived it"
+    assert not _groups(full_cluster) and len(full_cluster.worker_nodes) == NODES  # the cluster itself stays

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ import numpy as np
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
 from framework.train.run_stats import EPISODES, SEQ, STEPS
 from framework.train.startup import RunError
+from framework.train.stop_signals import STOP_SIGNALS
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 OBJECT_STORE_BYTES = 128 << 20
@@ -48,6 +50,8 @@ FAST_HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_timeout_ms": 
                       "max_direct_call_object_size": 2 << 20}
 """A simulated cluster's settings: a dead node is noticed in 1-3 s (not 15-66 s), and objects under 2 MB travel
 inside the call (an exchange of 400 KB takes half the time it takes through the object store)."""
+HEAD = "node:__internal_head__"
+"""Ray's resource of the head node, where the parameter server runs: the node whose loss ends the cluster anyway."""
 STOP_MARGIN_S = 5.0
 """What a group may take beyond trainer.join_timeout_s to stop: its last exchange, its actor's end."""
 
@@ -120,7 +124,10 @@ class RayBackend(Backend):
             if address is None:
                 self._start_simulated()
                 address = self._cluster.address
+            handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
             ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+            for signum, handler in handlers.items():  # ray.init puts its own SIGTERM handler (a crash dump) first
+                signal.signal(signum, handler)
         except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
             where = "start a local Ray" if self.settings["address"] is None else f"join the Ray cluster at {address!r}"
             raise RunError(f"cannot {where} (trainer.ray.address): {' '.join(str(exc).split())[:300]}") from None
@@ -166,11 +173,8 @@ class RayBackend(Backend):
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         from framework.train.backends.ray_server import ParameterServer
 
-        ray = self.ray
-        here = ray.get_runtime_context().get_node_id()
-        strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(here, soft=True)
         steps = int(self.launch.stats.counters[:, STEPS].sum())
-        self._server = ray.remote(ParameterServer).options(num_cpus=0, scheduling_strategy=strategy).remote(
+        self._server = self.ray.remote(ParameterServer).options(num_cpus=0, resources={HEAD: 0.001}).remote(
             self.params.copy(), steps)
         for group, node in zip(self.groups, self._nodes()):
             if cancelled():

@@ -18,6 +18,7 @@ counts it as lost.
 """
 from __future__ import annotations
 
+import gc
 import queue
 import threading
 import time
@@ -81,14 +82,21 @@ class NodeGroup:
                     break
                 self._exchange()
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
-            self.pool.stop(self.config["trainer"]["join_timeout_s"])
+            self._stop_pool()
             return f"its exchange with the parameter server failed ({type(exc).__name__})"
-        self.exits += self.pool.stop(self.config["trainer"]["join_timeout_s"])
+        self._stop_pool()
         try:
             self._exchange(final=True)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
             return f"its last exchange with the parameter server failed ({type(exc).__name__})"
         return None
+
+    def _stop_pool(self) -> None:
+        """Stop the workers and drop the pool, whose queue and locks then unlink their named semaphores: Ray kills
+        this actor's children with it, multiprocessing's resource tracker too, which would otherwise unlink them."""
+        self.exits += self.pool.stop(self.config["trainer"]["join_timeout_s"])
+        self.pool = None
+        gc.collect()
 
     def _exchange(self, delta: bool = True, final: bool = False) -> None:
         """Push what changed since the last exchange with this group's report; take the global parameters."""

@@ -1,0 +1,36 @@
+"""The ray backend starting its own simulated cluster: configs/a3c_ray.yaml solves CartPole on 2 nodes, logs the
+exchange next to the run's metrics, and leaves nothing behind (no Ray process, no /dev/shm segment, no directory)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from reliability_support import run_cli, wait_for_run_dir
+from train_cli import CONFIGS, scalars
+
+pytest.importorskip("ray", reason="the ray backend's tests need Ray: pip install -e '.[ray]'")
+pytestmark = pytest.mark.timeout(240)
+SHM = Path("/dev/shm")
+
+
+def _ray_dirs() -> set[Path]:
+    return set(Path("/tmp").glob("hogshare-ray-*"))
+
+
+def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_nothing(watch, logdir):
+    shm_before, dirs_before = set(SHM.iterdir()), _ray_dirs()
+    done = run_cli(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
+                   "--set", "trainer.max_seconds=150", timeout=220)
+    assert done.returncode == 0, done.stderr
+    run_dir = wait_for_run_dir(logdir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "target_return reached" and summary["mean_return"] >= 475
+    assert summary["node_failures"] == 0 and summary["exchanges"] > 0
+    assert 0 <= summary["staleness_mean"] < 4 and 0 < summary["exchange_ms_mean"] < 1000
+    for tag in ("ray/staleness", "ray/exchange_ms", "ray/exchanges_per_s", "ray/group0/env_steps_per_s",
+                "ray/group1/env_steps_per_s", "perf/env_steps_per_s"):
+        assert scalars(run_dir, tag), f"no {tag} in TensorBoard"
+    assert max(scalars(run_dir, "ray/group0/env_steps_per_s")) > 0 < max(scalars(run_dir, "ray/group1/env_steps_per_s"))
+    assert _ray_dirs() == dirs_before, "the simulated cluster's directory was left behind"
+    assert set(SHM.iterdir()) - shm_before == set(), "segments left in /dev/shm"
+    # the watch fixture checks that no process of the run (Ray's own included: they inherit its tag) is left
