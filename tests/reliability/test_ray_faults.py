@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from framework.train.checkpoint import load_checkpoint
+from run_configs import hogwild_config
 from reliability_support import (Train, children, cmdline, descendants, fast_config, run_cli, still_alive,
                                  wait_for_file, wait_for_run_dir, wait_until, write_config)
 
@@ -191,3 +192,24 @@ def test_a_stop_signal_writes_a_final_checkpoint_and_removes_every_actor(watch, 
     pids = [pid for actor, workers in groups.values() for pid in (actor, *workers)]
     assert still_alive(pids, 15) == [], "processes of the run outlived it"
     assert not _groups(full_cluster) and len(full_cluster.worker_nodes) == NODES  # the cluster itself stays
+
+
+def test_hogwild_trains_on_shards_spread_over_the_nodes(watch, tmp_path, logdir, full_cluster):
+    config = hogwild_config(algorithm={"target_accuracy": 0.8}, trainer={
+        "workers": 4, "backend": "ray", "max_seconds": 60,
+        "ray": {"address": full_cluster.address, "nodes": 2, "workers_per_node": 2}})
+    done = run_cli(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    summary = _summary(wait_for_run_dir(logdir))
+    assert summary["stop_reason"] == "target_accuracy reached" and summary["evaluation"]["test_accuracy"] >= 0.8
+    assert summary["exchanges"] > 0 and summary["node_failures"] == 0
+
+
+def test_more_nodes_than_the_cluster_has_is_refused_before_anything_is_written(watch, tmp_path, logdir, full_cluster):
+    config = ray_config(full_cluster.address, trainer={"workers": 8, "ray": {
+        "address": full_cluster.address, "nodes": 4, "workers_per_node": 2}})
+    done = run_cli(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    assert done.returncode == 2
+    assert done.stderr == ("train: error: config key 'trainer.ray.nodes': got 4; allowed: at most 3, the nodes with "
+                           "a CPU in the Ray cluster\n")
+    assert list(logdir.iterdir()) == []
