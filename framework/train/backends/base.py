@@ -12,6 +12,7 @@ plugs in without touching the monitor, checkpoints or TensorBoard.
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,6 +35,20 @@ def share_model(config: Config, algorithm: Algorithm, model: Any, workers: int) 
     stats = RunStats(workers, algorithm.metrics, ring=max(1024, algorithm.window(config)),
                      step_budget=config["trainer"]["total_steps"])
     return model, optimizer, stats
+
+
+def set_environment(values: dict[str, str]) -> Callable[[], None]:
+    """Set environment variables (processes started from now on inherit them); returns what restores them."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+
+    def restore() -> None:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return restore
 
 
 def worker_seed(base_seed: int, rank: int, generation: int) -> int:

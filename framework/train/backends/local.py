@@ -13,7 +13,6 @@ started with `trainer.start_method` and pin BLAS to one thread.
 """
 from __future__ import annotations
 
-import os
 import signal
 import time
 import traceback
@@ -24,7 +23,7 @@ import sharing
 from framework import algorithms
 from framework.algorithms.base import WorkerContext
 from framework.device import use_device
-from framework.train.backends.base import Backend, Config, Launch, WorkerExit, worker_seed
+from framework.train.backends.base import Backend, Config, Launch, WorkerExit, set_environment, worker_seed
 from framework.train.run_stats import RunStats
 from framework.train.stop_signals import WORKER_IGNORED
 from sharing import lifecycle
@@ -79,8 +78,7 @@ class LocalBackend(Backend):
         self._shared = launch.algorithm.build_shared(config, self._context, self.ranks)
         self._errors = self._context.SimpleQueue()
         self._procs: dict[int, Any] = {}
-        self._saved_env = {k: os.environ.get(k) for k in BLAS_THREAD_VARS}
-        os.environ.update({k: "1" for k in BLAS_THREAD_VARS})  # inherited by spawn/forkserver children
+        self._restore_env = set_environment(dict.fromkeys(BLAS_THREAD_VARS, "1"))  # for spawn/forkserver children
 
     def _start(self, rank: int) -> None:
         launch = self.launch
@@ -142,11 +140,7 @@ class LocalBackend(Backend):
                 ended.summary = (f"worker {ended.rank} did not stop within trainer.join_timeout_s ({timeout_s:g} s) "
                                  f"and was terminated by the trainer")
         self._errors.close()
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        self._restore_env()
         return exits
 
 

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
+from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
 from framework.train.run_stats import EPISODES, SEQ, STEPS
 from framework.train.startup import RunError
 from framework.train.stop_signals import STOP_SIGNALS
@@ -50,6 +50,9 @@ FAST_HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_timeout_ms": 
                       "max_direct_call_object_size": 2 << 20}
 """A simulated cluster's settings: a dead node is noticed in 1-3 s (not 15-66 s), and objects under 2 MB travel
 inside the call (an exchange of 400 KB takes half the time it takes through the object store)."""
+PARAMS_EVERY_S = 0.5
+"""How old the run's copy of the global parameters (evaluated, checkpointed) may grow; its statistics follow the
+groups every trainer.ray.sync_every_s. The copy is taken afresh when the run stops."""
 HEAD = "node:__internal_head__"
 """Ray's resource of the head node, where the parameter server runs: the node whose loss ends the cluster anyway."""
 STOP_MARGIN_S = 5.0
@@ -84,6 +87,7 @@ class Group:
         return slice(self.ranks.start, self.ranks.stop)
 
     def describe(self) -> str:
+        """How messages name the group."""
         return f"node group {self.index} (workers {self.ranks.start}-{self.ranks.stop - 1})"
 
 
@@ -100,13 +104,14 @@ class RayBackend(Backend):
         self._tmpdir: str | None = None
         self._server: Any = None
         self._stopped = False
+        self._restore_env: list[Callable[[], None]] = []
         per_node = self.settings["workers_per_node"]
         self.groups = [Group(i, range(i * per_node, (i + 1) * per_node)) for i in range(self.settings["nodes"])]
         self._incarnations: dict[int, Group] = {}
         self._base = (launch.stats.counters.copy(), launch.stats.metric_sums.copy())
         self._exits: list[WorkerExit] = []
         self._records: dict[int, dict[str, Any]] = {}
-        self._last_pull = 0.0
+        self._last_pull = self._params_pulled = 0.0
         self._logged: tuple[float, dict[int, dict[str, Any]]] = (time.monotonic(), {})
         try:
             self._connect()
@@ -119,7 +124,8 @@ class RayBackend(Backend):
     def _connect(self) -> None:
         """Start a simulated cluster (address null) or join one; RunError when that fails."""
         ray, address = self.ray, self.settings["address"]
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # else ray.init turns on token auth: see the README
+        if "RAY_AUTH_MODE" not in os.environ:  # else ray.init turns token auth on: see the README
+            self._restore_env.append(set_environment({"RAY_AUTH_MODE": "disabled"}))
         try:
             if address is None:
                 self._start_simulated()
@@ -135,10 +141,10 @@ class RayBackend(Backend):
     def _start_simulated(self) -> None:
         from ray.cluster_utils import Cluster
 
-        self._tmpdir = tempfile.mkdtemp(prefix="hogshare-ray-", dir="/tmp")  # not $TMPDIR: Ray's socket paths
-        # must stay under 108 characters
+        # In /tmp, not $TMPDIR: Ray's socket paths under it must stay under 108 characters.
+        self._tmpdir = tempfile.mkdtemp(prefix="hogshare-ray-", dir="/tmp")
         os.makedirs(os.path.join(self._tmpdir, "ray"))  # RAY_TMPDIR must hold a ray/ folder
-        os.environ["RAY_TMPDIR"] = self._tmpdir  # Ray's address file goes there too, and goes with it
+        self._restore_env.append(set_environment({"RAY_TMPDIR": self._tmpdir}))  # Ray's address file goes there
         common = {"object_store_memory": OBJECT_STORE_BYTES, "log_to_stderr": False}
         self._cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "temp_dir": self._tmpdir, "include_dashboard": False,
@@ -168,6 +174,8 @@ class RayBackend(Backend):
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+        while self._restore_env:
+            self._restore_env.pop()()
 
     # -- starting groups ----------------------------------------------------------------------------------
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
@@ -192,9 +200,9 @@ class RayBackend(Backend):
         group.incarnation = len(self._incarnations)
         self._incarnations[group.incarnation] = group
         group.actor = ray.remote(NodeGroup).options(
-            num_cpus=0, max_concurrency=4, scheduling_strategy=strategy, max_restarts=0,
-            name=None).remote(launch.config, group.incarnation, group.ranks, generations, self.params.copy(),
-                              0, launch.optimizer.state_dict(), self._server)
+            num_cpus=0, max_concurrency=4, scheduling_strategy=strategy, max_restarts=0).remote(
+            launch.config, group.incarnation, group.ranks, generations, self.params.copy(),
+            launch.optimizer.state_dict(), self._server)
         group.serving = group.actor.serve.remote()
         group.node, group.lost, group.running = node, False, set(group.ranks)
 
@@ -263,16 +271,20 @@ class RayBackend(Backend):
                                       f"{group.describe()} was lost: {why}; {left} of {len(self.groups)} groups go on",
                                       lost=True))
 
-    def _pull(self) -> None:
-        """The global parameters into the run's model, the groups' reports into its statistics."""
+    def _pull(self, params: bool = False) -> None:
+        """The groups' reports into the run's statistics; the global parameters into its model with `params`, or
+        when the model's copy is PARAMS_EVERY_S old."""
         ray = self.ray
-        self._last_pull = time.monotonic()
+        now = self._last_pull = time.monotonic()
+        params = params or now - self._params_pulled >= PARAMS_EVERY_S
         try:
-            state = ray.get(self._server.state.remote(), timeout=self.settings["timeout_s"])
+            state = ray.get(self._server.state.remote(params), timeout=self.settings["timeout_s"])
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
             raise BackendError(f"the parameter server was lost ({type(exc).__name__}); the last checkpoint is "
                                f"kept, and train --resume continues from it") from None
-        self.params[...] = state["params"]
+        if params:
+            self.params[...] = state["params"]
+            self._params_pulled = now
         if state["optimizer"] is not None:
             self.launch.optimizer.load_state_dict(state["optimizer"])
         for incarnation, report in state["groups"].items():
@@ -311,7 +323,7 @@ class RayBackend(Backend):
                        if live else ([], []))
             if self._server is not None:
                 try:
-                    self._pull()  # the groups' last deltas, counters and exits
+                    self._pull(params=True)  # the groups' last deltas, counters and exits
                 except BackendError:
                     pass  # the run keeps the parameters of the last pull
             for ref, group in live.items():

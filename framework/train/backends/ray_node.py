@@ -40,7 +40,7 @@ class NodeGroup:
     """Ranks `ranks` of a run on this node; made by the driver with the global parameters as `params`."""
 
     def __init__(self, config: Config, group: int, ranks: range, generations: list[int], params: np.ndarray,
-                 version: int, optimizer_state: dict[str, Any], server: Any):
+                 optimizer_state: dict[str, Any], server: Any):
         sharing.set_sharing_strategy(config["trainer"]["sharing_strategy"])
         algorithm = algorithms.get(config["algorithm"]["name"])
         model, optimizer, stats = share_model(config, algorithm, algorithm.build_model(config), len(ranks))
@@ -50,7 +50,7 @@ class NodeGroup:
         self.settings = config["trainer"]["ray"]
         self.optimizer, self.stats = optimizer, stats
         self.params = model.arena.data
-        self.base, self.version = np.array(params, copy=True), version
+        self.base, self.version = np.array(params, copy=True), 0  # both set again by the first exchange
         self.pool = LocalBackend(Launch(config, algorithm, model, optimizer, stats, list(generations)), ranks)
         self.seen = np.zeros(len(ranks), dtype=np.int64)
         self.exits: list[WorkerExit] = []

@@ -80,9 +80,9 @@ class ParameterServer:
         steps = sum(int(r.counters[:, STEPS].sum()) for r in self.groups.values())
         return self.params.copy(), self.version, self.steps_before + steps
 
-    def state(self) -> dict[str, Any]:
-        """For the driver: the global parameters, every group's record (episodes and exits handed over once),
-        each group's seconds since its last push, and the newest optimizer state if one came since."""
+    def state(self, params: bool) -> dict[str, Any]:
+        """For the driver: every group's record (episodes and exits handed over once), each group's seconds since
+        its last push, the newest optimizer state if one came since, and with `params` the global parameters."""
         now = time.monotonic()
         groups = {}
         for group, record in self.groups.items():
@@ -92,4 +92,5 @@ class ParameterServer:
                              "silent_s": now - record.last_push}
             record.episodes, record.exits = [], []
         optimizer, self.optimizer_state = self.optimizer_state, None
-        return {"params": self.params.copy(), "version": self.version, "groups": groups, "optimizer": optimizer}
+        return {"params": self.params.copy() if params else None, "version": self.version, "groups": groups,
+                "optimizer": optimizer}
