@@ -3,10 +3,13 @@
 It reads the workers' counters from shared memory (no queue traffic), logs
 TensorBoard scalars and histograms, shows progress, checkpoints atomically,
 evaluates every `trainer.eval_every_s`, handles workers that end (abort, or
-restart up to `max_restarts`), and stops the run on total steps, wall time,
-the target mean return, an evaluation's own target, too many non-finite
-updates in a row, or a stop signal (which also ends the start of workers
-early). Everything it works with is passed in: the launch (config,
+restart up to `max_restarts`; workers lost with their machine, a Ray node,
+are restarted under the same budget or left out while others run), logs the
+backend's own metrics and summary entries, and stops the run on total steps,
+wall time, the target mean return, an evaluation's own target, too many
+non-finite updates in a row, a backend that cannot go on (`BackendError`),
+or a stop signal (which also ends the start of workers early). Everything it
+works with is passed in: the launch (config,
 algorithm, shared model, optimizer, statistics), the backend, the writer,
 and where the checkpoint and summary go.
 """

@@ -6,8 +6,11 @@ worker per rank that runs the algorithm's `run_worker` against them, reports
 each worker that ends (cleanly, by an exception with its traceback, or by a
 signal), restarts a rank when the monitor asks, and stops everything at the
 end. The monitor only calls the methods below, so a backend that runs
-workers elsewhere (other machines, exchanging parameters with this one)
-plugs in without touching the monitor, checkpoints or TensorBoard.
+workers elsewhere (other machines, exchanging parameters with this one: the
+`ray` backend) plugs in without touching the monitor, checkpoints or
+TensorBoard; it keeps the launch's model and statistics current, reports
+workers lost with their machine (`WorkerExit.lost`) and a failure it cannot
+survive (`BackendError`), and may add metrics and summary entries.
 """
 from __future__ import annotations
 
