@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import REPO, RESULTS, markdown_table, write_result
+from common import REPO, RESULTS, markdown_table, plot_return_curves, return_curve, write_result
 
 sys.path.insert(0, str(REPO))  # this checkout's framework, for the exchange measured in this process
 
@@ -79,13 +79,7 @@ def run_train(overrides: list[str], seed: int, max_seconds: float, logdir: Path)
         raise RuntimeError(f"train failed ({done.returncode}):\n{done.stderr[-2000:]}")
     run_dir = next(p for p in logdir.iterdir() if p.is_dir())
     summary = json.loads((run_dir / "summary.json").read_text())
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    tag = "episode/return_window_mean"
-    curve = ([(e.wall_time - summary["started_at"], e.value) for e in acc.Scalars(tag)]
-             if tag in acc.Tags()["scalars"] else [])
-    return {"summary": summary, "cpu_s": cpu, "curve": curve}
+    return {"summary": summary, "cpu_s": cpu, "curve": return_curve(run_dir, summary["started_at"])}
 
 
 # -- 2. the exchange ---------------------------------------------------------------------------------
@@ -183,22 +177,10 @@ def estimate(model_bytes: int, nodes: int, fixed_s: float, rate: float) -> list[
 
 # -- the report --------------------------------------------------------------------------------------
 def plot(runs: dict[str, list[dict]], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for (name, seeds), color in zip(runs.items(), ("tab:gray", "tab:blue", "tab:orange")):
-        for i, run in enumerate(seeds):
-            xs, ys = zip(*run["curve"]) if run["curve"] else ((), ())
-            ax.plot(xs, ys, color=color, alpha=0.8, label=name if i == 0 else None)
-    ax.axhline(475, color="gray", linestyle="--", linewidth=1)
-    ax.set_xlabel("wall seconds since the run started (Ray's start-up included)")
-    ax.set_ylabel("mean return of the last 100 episodes")
-    ax.set_title("A3C on CartPole-v1, same total workers")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    colors = ("tab:gray", "tab:blue", "tab:orange")
+    series = [(name, color, [run["curve"] for run in seeds]) for (name, seeds), color in zip(runs.items(), colors)]
+    plot_return_curves(series, "A3C on CartPole-v1, same total workers",
+                       "wall seconds since the run started (Ray's start-up included)", path)
 
 
 def fmt(x: float | None, spec: str = ",.1f", unit: str = "") -> str:

@@ -107,13 +107,18 @@ def test_the_schema_imports_nothing_of_the_project():
     assert _graph()["framework.train.schema"] == set()
 
 
+def _fresh_python(code: str) -> str:
+    """What code prints when run by a fresh interpreter in the checkout."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=CHECKOUT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_import_framework_loads_the_tensor_library_alone():
     code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'ray') or m.startswith(('framework.train', "
             "'framework.algorithms')))))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=CHECKOUT, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    assert json.loads(_fresh_python(code)) == []
 
 
 def test_ray_loads_only_when_a_run_chooses_the_ray_backend():
@@ -121,6 +126,4 @@ def test_ray_loads_only_when_a_run_chooses_the_ray_backend():
     code = ("import sys; from framework.train import trainer, cli, config; "
             "from framework.train.backends import local, ray_cluster, ray_node, ray_server; "
             "config.default_config(); print('ray' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=CHECKOUT, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert _fresh_python(code).strip() == "False"

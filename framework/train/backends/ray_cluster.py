@@ -35,7 +35,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
 from framework.train.run_stats import EPISODES, SEQ, STEPS
