@@ -180,7 +180,7 @@ def plot(runs: dict[str, list[dict]], path: Path) -> None:
     colors = ("tab:gray", "tab:blue", "tab:orange")
     series = [(name, color, [run["curve"] for run in seeds]) for (name, seeds), color in zip(runs.items(), colors)]
     plot_return_curves(series, "A3C on CartPole-v1, same total workers",
-                       "wall seconds since the run started (Ray's start-up included)", path)
+                       "wall seconds since the run started (node groups' start-up included)", path)
 
 
 def fmt(x: float | None, spec: str = ",.1f", unit: str = "") -> str:
@@ -242,8 +242,8 @@ def main() -> None:
     sections = [
         f"`train --config configs/a3c_ray.yaml` with {args.workers} workers in all, {args.seeds} seed(s) per setup, "
         f"trainer.max_seconds {args.max_seconds:g}: the local backend, and the ray backend on 1 and 2 simulated "
-        f"nodes of this machine (each its own raylet with 1 CPU). Seconds count from the start of the run, Ray's "
-        f"start-up included. CPU-seconds are those of the whole process tree. Load average (1, 5, 15 min) "
+        f"nodes of this machine (each its own raylet with 1 CPU). Seconds count from the start of the run, once "
+        f"Ray runs (the node groups' own start-up included). CPU-seconds are those of the whole process tree. Load average (1, 5, 15 min) "
         f"before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
         f"{', '.join(f'{x:.2f}' for x in load_after)}.",
         training,
