@@ -213,11 +213,13 @@ class Monitor:
 
     def _handle_exits(self, pool: Backend) -> str | None:
         try:
-            exits = pool.poll()
+            return self._handle(pool.poll(), pool)
         except BackendError as exc:
             self.failed = str(exc)
             self.say(f"stopping the run: {self.failed}")
             return "backend failure"
+
+    def _handle(self, exits: list[WorkerExit], pool: Backend) -> str | None:
         for ended in exits:
             if ended.clean:
                 continue

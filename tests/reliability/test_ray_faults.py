@@ -213,3 +213,17 @@ def test_more_nodes_than_the_cluster_has_is_refused_before_anything_is_written(w
     assert done.stderr == ("train: error: config key 'trainer.ray.nodes': got 4; allowed: at most 3, the nodes with "
                            "a CPU in the Ray cluster\n")
     assert list(logdir.iterdir()) == []
+
+
+def test_losing_the_only_node_group_stops_the_run_as_failed(watch, tmp_path, logdir, full_cluster):
+    config = ray_config(full_cluster.address, trainer={"workers": 2, "ray": {
+        "address": full_cluster.address, "nodes": 1, "workers_per_node": 2, "timeout_s": 3}})
+    run, run_dir = _start(watch, tmp_path, logdir, config)
+    node = next(iter(_running_groups(full_cluster, 1)))
+    full_cluster.remove_node(node, allow_graceful=False)
+    assert run.finish() == 1, run.stderr
+    run.wait_for(r"^stopping the run \(no workers left\): node group 0 \(workers 0-1\) was lost: .*; "
+                 r"0 of 1 groups go on$")
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["stop_reason"] == "worker failure"
+    assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"] == summary["env_steps"]

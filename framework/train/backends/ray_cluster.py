@@ -278,7 +278,7 @@ class RayBackend(Backend):
         params = params or now - self._params_pulled >= PARAMS_EVERY_S
         try:
             state = ray.get(self._server.state.remote(params), timeout=self.settings["timeout_s"])
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+        except ray.exceptions.RayError as exc:  # it died, or did not answer within timeout_s
             raise BackendError(f"the parameter server was lost ({type(exc).__name__}); the last checkpoint is "
                                f"kept, and train --resume continues from it") from None
         if params:

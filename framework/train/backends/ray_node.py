@@ -32,10 +32,6 @@ from framework.train.backends.base import Config, Launch, WorkerExit, share_mode
 from framework.train.backends.local import LocalBackend
 from framework.train.run_stats import STEPS
 
-OPTIMIZER_EVERY_S = "checkpoint_every_s"
-"""The trainer key that says how often a group sends its optimizer state (what a checkpoint keeps of it)."""
-
-
 class NodeGroup:
     """Ranks `ranks` of a run on this node; made by the driver with the global parameters as `params`."""
 
@@ -81,13 +77,13 @@ class NodeGroup:
                 if self.pool.running == 0:
                     break
                 self._exchange()
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+        except ray.exceptions.RayError as exc:  # the server died or did not answer within timeout_s
             self._stop_pool()
             return f"its exchange with the parameter server failed ({type(exc).__name__})"
         self._stop_pool()
         try:
             self._exchange(final=True)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+        except ray.exceptions.RayError as exc:
             return f"its last exchange with the parameter server failed ({type(exc).__name__})"
         return None
 
@@ -104,7 +100,8 @@ class NodeGroup:
 
         snap = self.stats.snapshot()
         now = time.monotonic()
-        send_optimizer = final or now - self.optimizer_sent >= self.config["trainer"][OPTIMIZER_EVERY_S]
+        # the optimizer state (Adam's moments) as often as the run checkpoints it, and at the end
+        send_optimizer = final or now - self.optimizer_sent >= self.config["trainer"]["checkpoint_every_s"]
         report = {"counters": snap.counters, "metric_sums": snap.metric_sums,
                   "episodes": self.stats.new_episodes_by_worker(self.seen),
                   "exits": [(e.rank, e.clean, e.summary, e.traceback) for e in self.exits],
