@@ -93,7 +93,7 @@ def _running_groups(cluster, count: int) -> dict:
 
 
 def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
-    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address, trainer={"max_seconds": 12}))
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
     groups = _running_groups(full_cluster, 2)
     node, (actor, workers) = next(iter(groups.items()))
     full_cluster.remove_node(node, allow_graceful=False)
@@ -101,16 +101,17 @@ def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdi
     assert still_alive([actor, *workers], 10) == [], "the lost node's processes outlived it"
     before = _steps(run_dir)
     assert wait_until(lambda: _steps(run_dir) > before + 2000, 30), "no progress after the loss"
+    run.proc.send_signal(signal.SIGTERM)
     assert run.finish() == 0, run.stderr
     summary = _summary(run_dir)
     assert summary["node_failures"] == 1 and summary["worker_restarts"] == 0
-    assert summary["stop_reason"] == "max_seconds reached" and summary["failure"] is None
+    assert summary["stop_reason"] == "SIGTERM" and summary["failure"] is None
     assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
 
 
 def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_restart(watch, tmp_path, logdir,
                                                                                     full_cluster):
-    config = ray_config(full_cluster.address, trainer={"max_seconds": 12, "on_worker_failure": "restart"})
+    config = ray_config(full_cluster.address, trainer={"on_worker_failure": "restart"})
     run, run_dir = _start(watch, tmp_path, logdir, config)
     groups = _running_groups(full_cluster, 2)
     node = next(iter(groups))
@@ -118,13 +119,16 @@ def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_rest
     run.wait_for(r"was lost: ")
     run.wait_for(r"^restarting the lost workers on another node with a new seed \(restart 1 of at most 10\)$")
     _running_groups(full_cluster, 2)  # one on each of the two nodes left
+    before = _steps(run_dir)
+    assert wait_until(lambda: _steps(run_dir) > before + 2000, 30), "no progress after the restart"
+    run.proc.send_signal(signal.SIGTERM)
     assert run.finish() == 0, run.stderr
     summary = _summary(run_dir)
     assert summary["node_failures"] == 1 and summary["worker_restarts"] == 1 and summary["failure"] is None
 
 
 def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
-    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address, trainer={"max_seconds": 14}))
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
     actor, workers = next(iter(_running_groups(full_cluster, 2).values()))
     os.kill(actor, signal.SIGSTOP)  # a hung node: its processes stop answering
     try:
@@ -134,6 +138,7 @@ def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, log
     finally:
         os.kill(actor, signal.SIGCONT)
     assert still_alive([actor, *workers], 15) == [], "the stalled group's processes outlived it"
+    run.proc.send_signal(signal.SIGTERM)
     assert run.finish() == 0, run.stderr
     assert _summary(run_dir)["node_failures"] == 1
 

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
-from framework.train.run_stats import EPISODES, SEQ, STEPS
+from framework.train.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
 from framework.train.startup import RunError
 from framework.train.stop_signals import STOP_SIGNALS
 
@@ -298,9 +298,10 @@ class RayBackend(Backend):
     def _apply(self, group: Group, report: dict[str, Any]) -> None:
         """One group's report into the run's statistics: its rows are the base plus the group's counters."""
         stats, rows = self.launch.stats, group.rows
-        if report["counters"] is not None:
-            columns = [c for c in range(stats.counters.shape[1]) if c not in (EPISODES, SEQ)]
+        if report["counters"] is not None:  # episodes are counted as they are added, below; a streak is the group's
+            columns = [c for c in range(stats.counters.shape[1]) if c not in (EPISODES, SEQ, SKIP_STREAK)]
             stats.counters[rows, columns] = self._base[0][rows, columns] + report["counters"][:, columns]
+            stats.counters[rows, SKIP_STREAK] = report["counters"][:, SKIP_STREAK]
             stats.metric_sums[rows] = self._base[1][rows] + report["metric_sums"]
         for row, returns, lengths in report["episodes"]:
             stats.writer(group.ranks.start + row).add_episodes(returns, lengths)

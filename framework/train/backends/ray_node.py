@@ -88,8 +88,8 @@ class NodeGroup:
         return None
 
     def _stop_pool(self) -> None:
-        """Stop the workers and drop the pool, whose queue and locks then unlink their named semaphores: Ray kills
-        this actor's children with it, multiprocessing's resource tracker too, which would otherwise unlink them."""
+        """Stop the workers and drop the pool, whose queue and locks then unlink their named semaphores (spawn and
+        forkserver name them): multiprocessing's resource tracker, which would otherwise, goes down with the actor."""
         self.exits += self.pool.stop(self.config["trainer"]["join_timeout_s"])
         self.pool = None
         gc.collect()
