@@ -123,8 +123,6 @@ class RayBackend(Backend):
     def _connect(self) -> None:
         """Start a simulated cluster (address null) or join one; RunError when that fails."""
         ray, address = self.ray, self.settings["address"]
-        if "RAY_AUTH_MODE" not in os.environ:  # else ray.init turns token auth on: see the README
-            self._restore_env.append(set_environment({"RAY_AUTH_MODE": "disabled"}))
         try:
             if address is None:
                 self._start_simulated()
@@ -140,6 +138,8 @@ class RayBackend(Backend):
     def _start_simulated(self) -> None:
         from ray.cluster_utils import Cluster
 
+        if "RAY_AUTH_MODE" not in os.environ:  # else Ray turns token auth on and writes ~/.ray/auth_token
+            self._restore_env.append(set_environment({"RAY_AUTH_MODE": "disabled"}))
         # In /tmp, not $TMPDIR: Ray's socket paths under it must stay under 108 characters.
         self._tmpdir = tempfile.mkdtemp(prefix="hogshare-ray-", dir="/tmp")
         os.makedirs(os.path.join(self._tmpdir, "ray"))  # RAY_TMPDIR must hold a ray/ folder
