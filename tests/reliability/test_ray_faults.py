@@ -92,6 +92,10 @@ def _running_groups(cluster, count: int) -> dict:
     return groups
 
 
+@pytest.mark.fault("R", "the raylet and processes of a node running a group killed (`remove_node`, not graceful), "
+                   "`on_worker_failure: abort`",
+                   "one line naming the group; the group's actor and workers gone; training goes on; SIGTERM ends it"
+                   " with exit 0 and `node_failures: 1`")
 def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
     run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
     groups = _running_groups(full_cluster, 2)
@@ -109,6 +113,9 @@ def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdi
     assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
 
 
+@pytest.mark.fault("R", "a node running a group killed, `on_worker_failure: restart`",
+                   "the group starts again on a live node (two groups run again), training goes on; "
+                   "`worker_restarts: 1`, `node_failures: 1`")
 def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_restart(watch, tmp_path, logdir,
                                                                                     full_cluster):
     config = ray_config(full_cluster.address, trainer={"on_worker_failure": "restart"})
@@ -127,6 +134,9 @@ def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_rest
     assert summary["node_failures"] == 1 and summary["worker_restarts"] == 1 and summary["failure"] is None
 
 
+@pytest.mark.fault("R", "SIGSTOP of a node group's actor (a hung node), `trainer.ray.timeout_s: 3`",
+                   "the group is declared lost after 3-10 s without an exchange; its processes are gone; the run "
+                   "goes on and ends with exit 0")
 def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
     run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
     actor, workers = next(iter(_running_groups(full_cluster, 2).values()))
@@ -143,6 +153,9 @@ def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, log
     assert _summary(run_dir)["node_failures"] == 1
 
 
+@pytest.mark.fault("R", "SIGKILL of the parameter server's actor mid-run",
+                   "exit 1 naming the server; the checkpoint holds the summary's counts; no group left; `--resume` "
+                   "with the local backend continues")
 def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, logdir, full_cluster):
     run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
     head = full_cluster.head_node.all_processes["raylet"][0].process.pid
@@ -164,6 +177,8 @@ def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, l
     assert resumed["wall_seconds"] > summary["wall_seconds"] and "node_failures" not in resumed
 
 
+@pytest.mark.fault("20", "`--resume` of a local run with `--set trainer.backend=ray` on a joined cluster",
+                   "counters, episodes and seeds' generations continue; the checkpoint holds the global parameters")
 def test_a_local_run_resumes_on_ray_with_its_counters_and_parameters(watch, tmp_path, logdir, full_cluster):
     config = write_config(tmp_path / "c.yaml", fast_config(trainer={"workers": 4, "total_steps": 4000}))
     done = run_cli(watch, "--config", config, "--logdir", logdir)
@@ -183,6 +198,9 @@ def test_a_local_run_resumes_on_ray_with_its_counters_and_parameters(watch, tmp_
     assert all(moved)  # the driver's model follows the global parameters
 
 
+@pytest.mark.fault("R", "SIGINT or SIGTERM to `train` on a joined cluster",
+                   "exit 0 with the signal as stop reason, a final checkpoint, every actor and worker of the run "
+                   "gone, the cluster's nodes untouched")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_writes_a_final_checkpoint_and_removes_every_actor(watch, tmp_path, logdir, full_cluster,
                                                                          signum):
@@ -199,6 +217,8 @@ def test_a_stop_signal_writes_a_final_checkpoint_and_removes_every_actor(watch, 
     assert not _groups(full_cluster) and len(full_cluster.worker_nodes) == NODES  # the cluster itself stays
 
 
+@pytest.mark.fault("R", "none: Hogwild with its dataset sharded over 2 node groups",
+                   "the run reaches its target accuracy through the exchange")
 def test_hogwild_trains_on_shards_spread_over_the_nodes(watch, tmp_path, logdir, full_cluster):
     config = hogwild_config(algorithm={"target_accuracy": 0.8}, trainer={
         "workers": 4, "backend": "ray", "max_seconds": 60,
@@ -210,6 +230,8 @@ def test_hogwild_trains_on_shards_spread_over_the_nodes(watch, tmp_path, logdir,
     assert summary["exchanges"] > 0 and summary["node_failures"] == 0
 
 
+@pytest.mark.fault("10", "`trainer.ray.nodes` larger than the joined cluster's nodes with a CPU",
+                   "exit 2, one line naming the key and the most allowed; no run directory")
 def test_more_nodes_than_the_cluster_has_is_refused_before_anything_is_written(watch, tmp_path, logdir, full_cluster):
     config = ray_config(full_cluster.address, trainer={"workers": 8, "ray": {
         "address": full_cluster.address, "nodes": 4, "workers_per_node": 2}})
@@ -220,6 +242,8 @@ def test_more_nodes_than_the_cluster_has_is_refused_before_anything_is_written(w
     assert list(logdir.iterdir()) == []
 
 
+@pytest.mark.fault("R", "the only node running a group killed",
+                   "the run stops with exit 1 (`no workers left`), `node_failures: 1`, the final checkpoint written")
 def test_losing_the_only_node_group_stops_the_run_as_failed(watch, tmp_path, logdir, full_cluster):
     config = ray_config(full_cluster.address, trainer={"workers": 2, "ray": {
         "address": full_cluster.address, "nodes": 1, "workers_per_node": 2, "timeout_s": 3}})
