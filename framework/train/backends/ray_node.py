@@ -88,8 +88,9 @@ class NodeGroup:
         return None
 
     def _stop_pool(self) -> None:
-        """Stop the workers and drop the pool, whose queue and locks then unlink their named semaphores (spawn and
-        forkserver name them): multiprocessing's resource tracker, which would otherwise, goes down with the actor."""
+        """Stop the workers and drop the pool, whose locks (Hogwild's `locked`) then unlink their named semaphores
+        (spawn and forkserver name them): multiprocessing's resource tracker, which would otherwise, goes down with
+        the actor."""
         self.exits += self.pool.stop(self.config["trainer"]["join_timeout_s"])
         self.pool = None
         gc.collect()
