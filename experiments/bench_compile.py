@@ -38,7 +38,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after pinning BLAS to one thread, as workers do
 
-from common import REPO, markdown_table, write_result  # noqa: E402
+from common import REPO, load, markdown_table, write_result  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 import framework  # noqa: E402
@@ -49,10 +49,6 @@ from framework.algorithms.a3c.worker import a3c_loss  # noqa: E402
 CONFIG = REPO / "configs" / "a3c.yaml"
 STEP_HEADER = ["", "eager us", "compiled us", "compiled / eager", "NumPy by hand us"]
 LOG_LINE = re.compile(r"^\[hogshare framework\.compiler\.(?P<artifact>\w+)\] (?P<message>.*)$")
-
-
-def load() -> str:
-    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
 
 
 # ---- 1. the step ------------------------------------------------------------------------------------------

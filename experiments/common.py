@@ -46,6 +46,11 @@ def machine_line() -> str:
             f"{platform.machine()}, {platform.platform()}")
 
 
+def load() -> str:
+    """The machine's load averages now, in words (figures measured under load say so)."""
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub-flavoured markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -9,8 +9,9 @@ Writes experiments/results/learning.md (per environment: the final mean
 return over the last 100 episodes, mean ± std over seeds, wall time, env
 steps, seconds to the target) and learning.png (the curves).
 
-usage: python experiments/learning.py [--seeds 3] [--cartpole-seconds 60] [--acrobot-seconds 60]
-           [--lunarlander-seconds 360] [--pendulum-seconds 150] [--full-budget]
+usage: python experiments/learning.py [--seeds 5] [--first-seed 0] [--tasks cartpole,acrobot,...]
+           [--cartpole-seconds 60] [--acrobot-seconds 60] [--lunarlander-seconds 360]
+           [--pendulum-seconds 150] [--full-budget]
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from common import REPO, RESULTS, markdown_table, write_result
+from common import REPO, RESULTS, load, markdown_table, write_result
 
 TRAIN = [sys.executable, "-m", "framework.train", "train"]
 
@@ -49,9 +50,11 @@ TASKS = (
 )
 
 
-def run(task: Task, seed: int, seconds: float, full_budget: bool, logdir: Path) -> dict:
-    """One training run; its summary and its curve of (seconds since start, mean of the last 100 returns)."""
-    sets = [f"seed={seed}", f"trainer.max_seconds={seconds}", "logging.progress=false", "logging.log_every_s=1"]
+def run(task: Task, seed: int, seconds: float, full_budget: bool, logdir: Path, overrides: tuple[str, ...] = ()) -> dict:
+    """One training run (`overrides`: extra `--set key=value`s); its summary and its curve of (seconds since
+    start, mean of the last 100 returns)."""
+    sets = [f"seed={seed}", f"trainer.max_seconds={seconds}", "logging.progress=false", "logging.log_every_s=1",
+            *overrides]
     if full_budget:
         sets.append("trainer.target_return=null")
     args = ["--config", str(REPO / "configs" / task.config), "--logdir", str(logdir)]
@@ -89,11 +92,16 @@ def row(task: Task, runs: list[dict]) -> list[str]:
     summaries = [r["summary"] for r in runs]
     finals = [s["mean_return"] for s in summaries if s["mean_return"] is not None]
     solved = [t for t in (reached_at(r, task.target) for r in runs) if t is not None]
-    verdict = "met" if finals and statistics.mean(finals) >= task.target else "not met"
+    verdict = "met on every seed" if len(solved) == len(runs) else "not met"
     return [task.env_id, f">= {task.target:g}", mean_std(finals), verdict, f"{len(solved)} of {len(runs)}",
             mean_std(solved) + (" s" if solved else ""), mean_std([s["wall_seconds"] for s in summaries]) + " s",
             f"{statistics.mean(s['env_steps'] for s in summaries):,.0f}",
             f"{statistics.mean(s['steps_per_second'] for s in summaries):,.0f}"]
+
+
+def available(task: Task) -> bool:
+    """Whether the optional extra the task needs (if any) is installed."""
+    return task.needs is None or importlib.util.find_spec(task.needs) is not None
 
 
 def plot(results: dict[Task, list[dict]], path: Path) -> None:
@@ -102,10 +110,10 @@ def plot(results: dict[Task, list[dict]], path: Path) -> None:
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), squeeze=False)
     for ax, (task, runs) in zip(axes[0], results.items()):
-        for seed, r in enumerate(runs):
+        for r in runs:
             if r["curve"]:
                 xs, ys = zip(*r["curve"])
-                ax.plot(xs, ys, label=f"seed {seed}")
+                ax.plot(xs, ys, label=f"seed {r['seed']}")
         ax.axhline(task.target, color="gray", linestyle="--", linewidth=1, label=f"target {task.target:g}")
         ax.set_title(task.env_id)
         ax.set_xlabel("wall seconds")
@@ -116,9 +124,23 @@ def plot(results: dict[Task, list[dict]], path: Path) -> None:
     plt.close(fig)
 
 
+def run_seed(task: Task, seed: int, seconds: float, full_budget: bool, overrides: tuple[str, ...] = ()) -> dict:
+    """`run` in a temporary log directory, with the seed recorded and a line printed."""
+    with tempfile.TemporaryDirectory() as logdir:
+        result = run(task, seed, seconds, full_budget, Path(logdir), overrides)
+    result["seed"] = seed
+    s = result["summary"]
+    print(f"{task.env_id} seed {seed} {' '.join(overrides)}: mean return {s['mean_return']}, {s['env_steps']} steps "
+          f"in {s['wall_seconds']:.0f} s ({s['stop_reason']})", flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="runs per environment, seeds 0..N-1 (default 3)")
+    parser.add_argument("--seeds", type=int, default=5, help="runs per environment (default 5)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first..first+N-1 (default 0)")
+    parser.add_argument("--tasks", default=",".join(t.name for t in TASKS),
+                        help=f"comma-separated subset of {', '.join(t.name for t in TASKS)} (default: all)")
     for task in TASKS:
         parser.add_argument(f"--{task.name}-seconds", type=float, default=task.seconds,
                             help=f"wall-second budget of each {task.env_id} run (default {task.seconds:g})")
@@ -127,31 +149,33 @@ def main() -> None:
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error(f"argument --seeds: got {args.seeds}; allowed: an integer >= 1")
+    chosen = args.tasks.split(",")
+    unknown = sorted(set(chosen) - {t.name for t in TASKS})
+    if unknown:
+        parser.error(f"argument --tasks: got {', '.join(unknown)}; allowed: {', '.join(t.name for t in TASKS)}")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    started = load()
     results: dict[Task, list[dict]] = {}
     skipped = []
-    for task in TASKS:
-        if task.needs and importlib.util.find_spec(task.needs) is None:
+    for task in (t for t in TASKS if t.name in chosen):
+        if not available(task):
             skipped.append(task)
             continue
         seconds = getattr(args, f"{task.name}_seconds")
-        results[task] = []
-        for seed in range(args.seeds):
-            with tempfile.TemporaryDirectory() as logdir:
-                results[task].append(run(task, seed, seconds, args.full_budget, Path(logdir)))
-            s = results[task][-1]["summary"]
-            print(f"{task.env_id} seed {seed}: mean return {s['mean_return']}, {s['env_steps']} steps in "
-                  f"{s['wall_seconds']:.0f} s ({s['stop_reason']})", flush=True)
+        results[task] = [run_seed(task, seed, seconds, args.full_budget) for seed in seeds]
     plot(results, RESULTS / "learning.png")
     table = markdown_table(["environment", "target", "final mean return (last 100 episodes)", "target met",
                             "seeds reaching it", "seconds to reach it", "wall time", "env steps", "env steps/s"],
                            [row(task, runs) for task, runs in results.items()])
     budgets = ", ".join(f"{t.env_id} {getattr(args, f'{t.name}_seconds'):g} s" for t in results)
-    notes = [f"Budgets per run: {budgets}; {args.seeds} seed(s) each, 2 workers, one run at a time. "
+    notes = [f"Budgets per run: {budgets}; seeds {seeds.start}..{seeds.stop - 1}, 2 workers, one run at a time. "
              + ("Every run used its whole budget." if args.full_budget else
                 "A run stops as soon as the mean of its last 100 episode returns reaches the target, so the "
                 "final mean return of a run that reached it is about the target."),
              "Final mean return: the mean of the last 100 episode returns when the run ended, as mean ± std "
-             "over seeds; the verdict compares the mean over seeds with the target.",
+             "over seeds; the target is met when every seed's mean of 100 returns reached it within the budget.",
+             f"Load: {started} at the start, {load()} at the end (above 2, other work shared the cores and "
+             "slowed these runs).",
              "![learning curves](learning.png)"]
     if skipped:
         notes.append("Not run (optional extra not installed): "

@@ -116,8 +116,8 @@ def _fresh_python(code: str) -> str:
 
 def test_import_framework_loads_the_tensor_library_alone():
     code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'ray') or m.startswith(('framework.train', "
-            "'framework.algorithms')))))")
+            "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'av', 'PIL', 'pygame', 'ray') or "
+            "m.startswith(('framework.train', 'framework.algorithms')))))")
     assert json.loads(_fresh_python(code)) == []
 
 

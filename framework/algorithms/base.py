@@ -14,19 +14,29 @@ algorithm owns the model, the worker loop and evaluation:
 - `evaluate(model, config, episodes, seed)`, used by `evaluate --run` and, every
   `trainer.eval_every_s`, by the monitor (logged under `eval/`); an evaluation
   may stop the run (`Evaluation.stop`), and with `evaluate_at_end` the last
-  one goes into summary.json as `evaluation`.
+  one goes into summary.json as `evaluation`,
+- `scalars(model, config)`: extra numbers about the shared model, logged with
+  the monitor's scalars,
+- optionally `record(model, config, episodes, seed, frames)`: the same
+  greedy episodes, one after another, with each rendered frame sent to
+  `frames` (`evaluate --record`, and `logging.video_every_s` in the monitor).
 """
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+import numpy as np
 
 from framework import nn, optim
 from framework.train.run_stats import WorkerStats
 from framework.train.schema import Field
 
 Config = dict[str, Any]
+
+FrameSink = Callable[[np.ndarray], bool]
+"""Takes one rgb frame (height, width, 3) uint8 of a recording; returns False when it takes no more."""
 
 DEFAULT_WINDOW = 100
 """Episodes in the window of recent returns that the monitor logs and summary.json reports."""
@@ -124,6 +134,21 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
         """Measure the model (greedy episodes, test accuracy, ...) in the calling process, on the model's device."""
+
+    def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
+        """Numbers about the shared model that the monitor logs with each interval's scalars (TensorBoard
+        tag -> value), e.g. running statistics it carries. Default: none."""
+        return {}
+
+    def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
+        """`evaluate`'s greedy episodes played one after another, each rendered frame (from each reset to each
+        last step) sent to frames; the play ends early where frames returns False (the cut episode counts as far
+        as it went). Only algorithms with environments implement it (see can_record)."""
+        raise NotImplementedError(f"algorithm {self.name} has no environment to record")
+
+    def can_record(self) -> bool:
+        """Whether this algorithm implements `record`."""
+        return type(self).record is not Algorithm.record
 
 
 def build_optimizer(model: nn.Module, section: Mapping[str, Any]) -> Any:

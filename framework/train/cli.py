@@ -1,7 +1,7 @@
 """The `train` and `evaluate` commands.
 
     train --config PATH [--set key.path=value ...] [--logdir DIR] [--resume RUN_DIR]
-    evaluate --run RUN_DIR [--episodes N] [--seed S]
+    evaluate --run RUN_DIR [--episodes N] [--seed S] [--record FILE.gif|FILE.mp4]
 
 A bad argument, config or checkpoint, or a run refused at start-up (no room),
 ends with exit code 2 and one line on stderr naming what was wrong and what
@@ -16,11 +16,13 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence
 
 import yaml
 
 from framework import algorithms
+from framework.algorithms.base import Evaluation, FrameSink
+from framework.train import video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config, read_yaml,
                                     validate)
@@ -87,6 +89,15 @@ def _outcome(s: dict) -> str:
     return line + f"; mean return {mean} over the last {s['target_window']} episodes; target {solved}"
 
 
+def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:
+    """video.write_video(path, play); ConfigError when path cannot be written (a missing or read-only directory)."""
+    try:
+        return video.write_video(path, play)
+    except OSError as exc:
+        raise ConfigError(f"--record: cannot write '{printable(str(path))}' ({exc.strerror or exc}); allowed: "
+                          f"a file in a writable directory") from None
+
+
 def train_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `train`; returns the exit code."""
     parser = _Parser(prog="train", description="Train with asynchronous workers on a shared model.")
@@ -136,20 +147,37 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=10,
                         help=f"number of greedy episodes, 1 to {MAX_EVAL_EPISODES} (default 10)")
     parser.add_argument("--seed", type=int, default=12345, help=f"seed of the evaluation environments, 0 to {MAX_SEED}")
+    parser.add_argument("--record", type=_path, metavar="FILE",
+                        help="write the episodes, played one after another, as a video: an animated GIF (.gif) or "
+                             "an MP4 (.mp4); needs the 'video' extra")
     args = parser.parse_args(argv)
     if not 1 <= args.episodes <= MAX_EVAL_EPISODES:
         parser.error(f"argument --episodes: got {short_repr(args.episodes)}; allowed: an integer from 1 to "
                      f"{MAX_EVAL_EPISODES}")
     if not 0 <= args.seed <= MAX_SEED:
         parser.error(f"argument --seed: got {short_repr(args.seed)}; allowed: an integer from 0 to {MAX_SEED}")
+    record = None if args.record is None else Path(args.record)
+    if record is not None and record.suffix.lower() not in video.SUFFIXES:
+        parser.error(f"argument --record: got {printable(repr(args.record))}; allowed: a file name ending in "
+                     f"{' or '.join(video.SUFFIXES)}")
+    if record is not None and (missing := video.missing_extra()):
+        _fail("evaluate", f"error: --record: {missing}")
+        return 2
     run_dir = Path(args.run)
     from framework.train.trainer import read_checkpoint  # imported where train imports it
     try:
         config = validate(read_yaml(_run_config(run_dir)))
         algorithm = algorithms.get(config["algorithm"]["name"])
+        if record is not None and not algorithm.can_record():
+            raise ConfigError(f"--record: run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, "
+                              f"which has no environment to record; allowed: runs of an algorithm with one "
+                              f"({', '.join(n for n in algorithms.names() if algorithms.get(n).can_record())})")
         model = algorithm.build_model(config)
         read_checkpoint(run_dir, config, model)
-        result = algorithm.evaluate(model, config, args.episodes, args.seed)
+        if record is None:
+            result = algorithm.evaluate(model, config, args.episodes, args.seed)
+        else:
+            result = _record(record, lambda frames: algorithm.record(model, config, args.episodes, args.seed, frames))
     except (ConfigError, CheckpointError) as exc:
         _fail("evaluate", f"error: {exc}")
         return 2

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from framework import algorithms
-from framework.train import backends, yaml_input
+from framework.train import backends, video, yaml_input
 from framework.train.schema import (MAX_TEXT, ConfigError, Field, bad_value, merge_schemas, printable, short_repr,
                                     validate_section)
 
@@ -60,6 +60,8 @@ MAX_WORKERS = 1024
 MAX_RESTARTS = 1_000_000
 MAX_EVAL_EPISODES = 10_000
 """Episodes of one evaluation: an algorithm may run them all at once (A3C steps one environment per episode)."""
+MAX_VIDEO_FRAMES = 10_000
+"""Frames of one video of `logging.video_every_s`: a GIF holds them until it is written (240 kB a CartPole frame)."""
 
 
 CORE_SCHEMA: dict[str, Any] = {
@@ -107,6 +109,8 @@ CORE_SCHEMA: dict[str, Any] = {
         "log_every_s": Field("float", 1.0, low=0.0, low_open=True, high=MAX_SECONDS),
         "histogram_every": Field("int", 100, low=0, high=MAX_STEPS),
         "hparams": Field("str_list", ["optimizer.name", "optimizer.lr", "trainer.workers"]),
+        "video_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS),
+        "video_max_frames": Field("int", 1000, low=1, high=MAX_VIDEO_FRAMES),
     },
 }
 """The sections every config has, whatever its algorithm; the algorithm adds its own (see full_schema)."""
@@ -196,6 +200,7 @@ def _check_combinations(config: Config) -> None:
             value = {}
         if isinstance(value, dict):
             raise bad_value("logging.hparams", dotted, "key paths of config values, e.g. optimizer.lr")
+    _check_video(config)
     trainer = config["trainer"]
     if trainer["backend"] == "ray":
         ray = trainer["ray"]
@@ -211,6 +216,20 @@ def _check_combinations(config: Config) -> None:
         raise ConfigError(f"config key 'trainer.start_method': got 'fork' with trainer.device "
                           f"'{trainer['device']}'; allowed: spawn or forkserver (CUDA cannot be used in a "
                           f"forked child)")
+
+
+def _check_video(config: Config) -> None:
+    """Videos (logging.video_every_s > 0) need an algorithm that plays an environment, and the video extra."""
+    every = config["logging"]["video_every_s"]
+    if every == 0:
+        return
+    algorithm = algorithms.get(config["algorithm"]["name"])
+    if not algorithm.can_record():
+        raise ConfigError(f"config key 'logging.video_every_s': got {every:g}; allowed: 0 for algorithm "
+                          f"{algorithm.name}, which plays no environment to record")
+    missing = video.missing_extra()
+    if missing:
+        raise ConfigError(f"config key 'logging.video_every_s': got {every:g}, but {missing}; or set it to 0")
 
 
 def read_yaml(path: str | Path) -> Any:

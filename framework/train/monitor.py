@@ -2,16 +2,25 @@
 
 It reads the workers' counters from shared memory (no queue traffic), logs
 TensorBoard scalars and histograms, shows progress, checkpoints atomically,
-evaluates every `trainer.eval_every_s`, handles workers that end (abort, or
-restart up to `max_restarts`; workers lost with their machine, a Ray node,
-are restarted under the same budget or left out while others run), logs the
-backend's own metrics and summary entries, and stops the run on total steps,
-wall time, the target mean return, an evaluation's own target, too many
-non-finite updates in a row, a backend that cannot go on (`BackendError`),
-or a stop signal (which also ends the start of workers early). Everything it
-works with is passed in: the launch (config,
+evaluates every `trainer.eval_every_s`, records a video of a greedy episode
+every `logging.video_every_s`, handles workers that end (abort, or restart up
+to `max_restarts`; workers lost with their machine, a Ray node, are restarted
+under the same budget or left out while others run), logs the backend's own
+metrics and summary entries, and stops the run on total steps, wall time, the
+target mean return, an evaluation's own target, too many non-finite updates
+in a row, a backend that cannot go on (`BackendError`), or a stop signal
+(which also ends the start of workers early). Everything it works with is
+passed in: the launch (config,
 algorithm, shared model, optimizer, statistics), the backend, the writer,
-and where the checkpoint and summary go.
+and where the checkpoint, summary and videos go.
+
+A video is recorded here, in the main process, as evaluations are: the
+algorithm plays one greedy episode (seeded with the run's seed, so each video
+starts from the same state) in an environment that renders, up to
+`logging.video_max_frames` frames; the GIF goes into videos/step-<env
+steps>.gif and TensorBoard. Meanwhile the monitor neither logs nor checks
+its stop conditions (the workers train on): a 500-step CartPole episode takes
+about 5 s, so the next video is due `video_every_s` after the last one ended.
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ from framework.train.config import get_path
 from framework.train.progress import Progress
 from framework.train.run_dir import write_atomically
 from framework.train.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
+from framework.train.video import GifFrames
 
 _POLL_S = 0.05
 
@@ -113,7 +123,7 @@ class Monitor:
     """The main process's loop for one run."""
 
     def __init__(self, launch: Launch, pool: Backend, run: RunState, writer: Any,
-                 checkpoint_file: Path, summary_file: Path, *, say: Callable[[str], None],
+                 checkpoint_file: Path, summary_file: Path, videos_dir: Path, *, say: Callable[[str], None],
                  stop_signal: Callable[[], int | None], progress_stream: TextIO | None = None):
         self.launch, self.pool = launch, pool
         self.algorithm = launch.algorithm
@@ -121,7 +131,7 @@ class Monitor:
         self.tcfg = launch.config["trainer"]
         self.model, self.optimizer, self.stats, self.run_state = launch.model, launch.optimizer, launch.stats, run
         self.writer = writer
-        self.checkpoint_file, self.summary_file = checkpoint_file, summary_file
+        self.checkpoint_file, self.summary_file, self.videos_dir = checkpoint_file, summary_file, videos_dir
         self.say, self.stop_signal, self.progress_stream = say, stop_signal, progress_stream
         self.target_return = self.algorithm.target_return(self.cfg)
         self.seen = np.zeros(self.stats.workers, dtype=np.int64)
@@ -132,6 +142,8 @@ class Monitor:
         self.checkpoint_error: str | None = None  # the last periodic failure, reported once until it changes
         self.eval_stop: str | None = None
         self.evaluation_error: str | None = None  # the last failed evaluation, reported once until it changes
+        self.video_error: str | None = None  # the last failed video, the same
+        self.video_steps: int | None = None  # env steps of the last video
         self.start = time.monotonic()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -143,7 +155,8 @@ class Monitor:
         progress = Progress(tcfg["total_steps"], first.total(STEPS),
                             enabled=self.cfg["logging"]["progress"], stream=self.progress_stream)
         last_log = first
-        last_log_time = last_ckpt = last_eval = start
+        last_log_time = last_ckpt = last_eval = last_video = start
+        video_every_s = self.cfg["logging"]["video_every_s"]
         last_hist_updates = first.total(UPDATES)
         reason = None
         try:
@@ -165,6 +178,9 @@ class Monitor:
                 if tcfg["eval_every_s"] > 0 and now - last_eval >= tcfg["eval_every_s"]:
                     self._evaluate(snap)
                     last_eval = now
+                if video_every_s > 0 and now - last_video >= video_every_s:
+                    self._record_video(snap)
+                    last_video = time.monotonic()
                 progress.update(snap.total(STEPS), snap.total(UPDATES), self.run_state.mean_return())
         finally:
             exits = pool.stop(tcfg["join_timeout_s"])
@@ -184,6 +200,8 @@ class Monitor:
             final_evaluation_failed = result is None
             if result is not None:
                 summary["evaluation"] = result.metrics
+        if video_every_s > 0 and self.video_steps != snap.total(STEPS):  # the last video shows the final model
+            self._record_video(snap, final=True)
         exit_code = 1 if (self.failed or self.checkpoint_failed or final_evaluation_failed) else 0
         summary["exit_code"] = exit_code
         try:
@@ -301,6 +319,7 @@ class Monitor:
             values["perf/policy_lag"] = (after.total(LAG_SUM) - before.total(LAG_SUM)) / updates
         values["perf/skipped_updates"] = after.total(SKIPPED)
         values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
+        values.update(self.algorithm.scalars(self.model, self.cfg))
         values.update(self.pool.metrics())
         self.writer.scalars(values, after.total(STEPS))
 
@@ -330,6 +349,26 @@ class Monitor:
             if self.run_state.solved_at is None:
                 self.run_state.solved_at = self.wall(time.monotonic())
         return result
+
+    def _record_video(self, snap: Any, final: bool = False) -> None:
+        """One greedy episode into videos/step-<env steps>.gif and TensorBoard (see the module docstring); a failure
+        is reported, and training goes on."""
+        steps = snap.total(STEPS)
+        frames = GifFrames(self.cfg["logging"]["video_max_frames"])
+        try:
+            self.algorithm.record(self.model, self.cfg, 1, self.cfg["seed"], frames.add)
+            gif = frames.gif()
+            self.videos_dir.mkdir(exist_ok=True)
+            write_atomically(self.videos_dir / f"step-{steps}.gif", lambda f: f.write(gif))
+        except Exception as exc:  # an environment that raises, a full disk: the run's own problem
+            message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            if final or message != self.video_error:
+                self.say(f"{'final ' if final else ''}video failed: {message}")
+            self.video_error = message
+            return
+        self.video_steps = steps
+        if self.writer is not None:
+            self.writer.gif("video/greedy_episode", gif, *frames.shape, steps)
 
     def _write_hparams(self, summary: dict[str, Any], snap: Any) -> None:
         hparams = {key: get_path(self.cfg, key) for key in self.cfg["logging"]["hparams"]}

@@ -14,8 +14,8 @@ of the run or is refused (exit code 2, naming the key); none is ignored.
   is dropped, and a line says so.
 - Refused (FIXED): what the checkpoint's contents were made with or for,
   which a resume cannot change without meaning another run: the algorithm,
-  the optimizer's kind, the model, the environment (`env.id`, `env.kwargs`),
-  the dataset; and what names and places the run (`experiment`,
+  the optimizer's kind, the model, the environment (`env.id`, `env.kwargs`,
+  and whether it is normalised: the statistics are the model's), the dataset; and what names and places the run (`experiment`,
   `logging.logdir`).
 
 A checkpoint is read by `checkpoint.load_checkpoint` (bounded, never
@@ -36,8 +36,8 @@ from framework.train.checkpoint import CheckpointError
 from framework.train.config import MAX_SECONDS, MAX_STEPS, MAX_WORKERS, Config, ConfigError
 from framework.train.schema import printable, short_repr
 
-FIXED = ("algorithm.name", "optimizer.name", "model", "env.id", "env.kwargs", "dataset", "experiment",
-         "logging.logdir")
+FIXED = ("algorithm.name", "optimizer.name", "model", "env.id", "env.kwargs", "env.normalize_obs",
+         "env.normalize_reward", "dataset", "experiment", "logging.logdir")
 """Config keys (and sections) a resume keeps as the run was trained."""
 
 MAX_WINDOW = 100_000

@@ -32,6 +32,7 @@ from framework.train.startup import RunError
 TEMP_SUFFIX = ".tmp"
 CONFIG_FILE = "config.yaml"
 CHECKPOINTS = "checkpoints"
+VIDEOS = "videos"
 
 
 class NewRunDir:
@@ -121,7 +122,7 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
 def remove_leftovers(run_dir: Path) -> list[str]:
     """Delete the temp files of writes that never finished (their process was killed); their names."""
     removed = []
-    for directory in (run_dir, run_dir / CHECKPOINTS):
+    for directory in (run_dir, run_dir / CHECKPOINTS, run_dir / VIDEOS):
         for leftover in directory.glob(f".*{TEMP_SUFFIX}"):
             if leftover.is_file():
                 leftover.unlink(missing_ok=True)

@@ -1,8 +1,9 @@
 """TensorBoard event files written with the `tensorboard` package's own record format and protos (no TensorFlow).
 
-Scalars, histograms and the hparams plugin's experiment/session records, so
-`tensorboard --logdir runs` shows a run's curves, weight distributions and its
-hyperparameters next to the final return.
+Scalars, histograms, animated GIFs (image summaries) and the hparams plugin's
+experiment/session records, so `tensorboard --logdir runs` shows a run's
+curves, weight distributions, videos of its agent and its hyperparameters next
+to the final return.
 
 Records are buffered in memory and appended to the event file by the
 caller's thread every `flush_secs` (opening it for that moment only, as
@@ -107,6 +108,12 @@ class TensorBoardWriter:
             sum=float(values.sum()), sum_squares=float(np.dot(values, values)),
             bucket_limit=edges[1:].tolist(), bucket=counts.astype(np.float64).tolist())
         self._write(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, histo=proto)]), step)
+
+    def gif(self, tag: str, data: bytes, height: int, width: int, step: int) -> None:
+        """An animated GIF at step, as an image summary (what tensorboardX's add_video writes): TensorBoard's image
+        dashboard shows it, and browsers play it."""
+        image = summary_pb2.Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
+        self._write(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, image=image)]), step)
 
     def hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step: int,
                 run_name: str) -> None:

@@ -117,7 +117,8 @@ class Trainer:
                     pool.stop(0.0)
                     raise
                 monitor = Monitor(launch, pool, run, writer, checkpoint_path(self.run_dir),
-                                  self.run_dir / "summary.json", say=self.say, stop_signal=self.stop_signal,
+                                  self.run_dir / "summary.json", self.run_dir / run_dir.VIDEOS, say=self.say,
+                                  stop_signal=self.stop_signal,
                                   progress_stream=self._log)
                 return monitor.run()
 

@@ -106,7 +106,7 @@ def test_fuzz_every_key_accepts_in_range_or_refuses_in_one_line(examples, data):
 CHEAP = {"trainer.workers": 3, "trainer.total_steps": 3000, "env.envs_per_worker": 8, "algorithm.n_steps": 50,
          "model.hidden": 64, "trainer.eval_episodes": 5, "trainer.target_window": 2000, "dataset.train_size": 2000,
          "dataset.test_size": 500, "dataset.n_features": 5000, "algorithm.batch_size": 64,
-         "algorithm.max_nonfinite_updates": 200}
+         "algorithm.max_nonfinite_updates": 200, "logging.video_max_frames": 50}
 """Keys whose values cost memory or time in proportion: the real runs draw them up to these caps (a Hogwild run whose
 updates are all non-finite counts no samples, so it ends only after max_nonfinite_updates of them)."""
 FIXED_IN_RUNS = ("experiment", "env.id", "env.kwargs", "dataset.path", "trainer.device", "trainer.backend",
@@ -125,7 +125,7 @@ def _accepted(key: str, spec: Field):
         return st.lists(ints, min_size=1, max_size=3) if spec.kind == "int_list" else ints
     if key == "optimizer.betas":
         return st.lists(st.floats(0, 0.999), min_size=2, max_size=2)
-    if key == "trainer.eval_every_s":
+    if key in ("trainer.eval_every_s", "logging.video_every_s"):
         return st.one_of(st.just(0.0), st.floats(0.5, MAX_SECONDS))
     floats = st.floats(spec.low or 0.0, high if high is not None else 1e308, exclude_min=spec.low_open)
     return st.one_of(st.none(), floats) if spec.nullable else floats

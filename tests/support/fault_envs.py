@@ -25,6 +25,15 @@ class RaisingCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class UnrenderedCartPole(CartPoleEnv):
+    """A CartPole with no render mode, whose render gives None (as third-party environments may)."""
+
+    metadata = {**CartPoleEnv.metadata, "render_modes": []}
+
+    def render(self):
+        return None
+
+
 class NonFiniteCartPole(CartPoleEnv):
     """Puts `value` ('nan', 'inf' or '-inf') into the reward or the observation every `every` steps.
 
@@ -94,6 +103,7 @@ class SlowToMakeCartPole(CartPoleEnv):
 
 
 gym.register("RaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
+gym.register("UnrenderedCartPole-v0", entry_point=UnrenderedCartPole, max_episode_steps=500)
 gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
 gym.register("StallingCartPole-v0", entry_point=StallingCartPole, max_episode_steps=500)
 gym.register("SlowToMakeCartPole-v0", entry_point=SlowToMakeCartPole, max_episode_steps=500)

@@ -6,8 +6,8 @@ import multiprocessing.connection
 import pytest
 import yaml
 
-from framework.train.config import (CORE_SCHEMA, MAX_JOIN_TIMEOUT_S, MAX_SECONDS, MAX_STEPS, ConfigError,
-                                    apply_overrides, default_config, get_path, load_config,
+from framework.train.config import (CORE_SCHEMA, MAX_JOIN_TIMEOUT_S, MAX_SECONDS, MAX_STEPS, MAX_VIDEO_FRAMES,
+                                    ConfigError, apply_overrides, default_config, get_path, load_config,
                                     parse_override, validate)
 from framework.train.schema import MAX_ITEMS, MAX_TEXT, short_repr
 
@@ -15,8 +15,10 @@ from framework.train.schema import MAX_ITEMS, MAX_TEXT, short_repr
 def test_defaults_hold_every_design_key():
     config = default_config()
     assert config["experiment"] == "a3c-cartpole" and config["seed"] == 0
-    assert config["env"] == {"id": "CartPole-v1", "kwargs": {}, "envs_per_worker": 4}
-    assert config["model"] == {"hidden": [128], "activation": "relu", "lstm": False}
+    assert config["env"] == {"id": "CartPole-v1", "kwargs": {}, "envs_per_worker": 4, "normalize_obs": False,
+                             "clip_obs": 10.0, "normalize_reward": False, "clip_reward": 10.0}
+    assert config["model"] == {"hidden": [128], "activation": "relu", "lstm": False, "shared_body": True,
+                               "log_std_init": 0.0}
     algo = config["algorithm"]
     assert algo["name"] == "a3c"
     assert {k: algo[k] for k in ("gamma", "n_steps", "entropy_coef", "value_coef", "max_grad_norm")} == \
@@ -142,6 +144,7 @@ def test_shipped_config_is_valid():
     ("trainer.join_timeout_s", MAX_JOIN_TIMEOUT_S), ("trainer.max_restarts", 1_000_000),
     ("trainer.eval_episodes", 10_000), ("trainer.workers", 1024), ("logging.log_every_s", MAX_SECONDS),
     ("logging.histogram_every", MAX_STEPS), ("algorithm.max_nonfinite_updates", 10**9),
+    ("logging.video_every_s", MAX_SECONDS), ("logging.video_max_frames", MAX_VIDEO_FRAMES),
 ])
 def test_every_duration_and_count_has_an_upper_bound(key, highest):
     section, name = key.split(".")

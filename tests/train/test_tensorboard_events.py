@@ -1,4 +1,5 @@
 """TensorBoard event files written by TensorBoardWriter, read back by TensorBoard's own reader and server."""
+import io
 import json
 import shutil
 import socket
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.plugins.hparams import plugin_data_pb2
@@ -60,6 +62,26 @@ def test_histogram_of_only_non_finite_values_is_skipped(tmp_path):
     assert _accumulate(tmp_path).Tags()["histograms"] == []
 
 
+def _three_frame_gif() -> bytes:
+    frames = [Image.new("RGB", (16, 8), colour) for colour in ("red", "green", "blue")]
+    gif = io.BytesIO()
+    frames[0].save(gif, format="GIF", save_all=True, append_images=frames[1:], duration=40, loop=0)
+    return gif.getvalue()
+
+
+def test_an_animated_gif_reads_back_as_an_image(tmp_path):
+    gif = _three_frame_gif()
+    writer = TensorBoardWriter(tmp_path)
+    writer.gif("video/greedy_episode", gif, height=8, width=16, step=300)
+    writer.close()
+    acc = EventAccumulator(str(tmp_path), size_guidance={"images": 0})
+    acc.Reload()
+    [image] = acc.Images("video/greedy_episode")
+    assert (image.step, image.height, image.width) == (300, 8, 16)
+    assert image.encoded_image_string == gif
+    assert Image.open(io.BytesIO(image.encoded_image_string)).n_frames == 3
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,11 +89,14 @@ def _free_port() -> int:
 
 
 @pytest.mark.timeout(120)
-def test_tensorboard_server_serves_the_scalar_series(tmp_path):
+def test_tensorboard_server_serves_the_scalar_series_and_the_gif(tmp_path):
+    """The images plugin serves a GIF summary as image/gif: the Images tab shows it in an <img>, which animates."""
     run = tmp_path / "a3c-run"
     writer = TensorBoardWriter(run)
     for step in range(3):
         writer.scalars({"episode/return_mean": float(step + 1)}, step=step * 10)
+    gif = _three_frame_gif()
+    writer.gif("video/greedy_episode", gif, height=8, width=16, step=20)
     writer.close()
     exe = shutil.which("tensorboard") or str(Path(sys.executable).parent / "tensorboard")
     port = _free_port()
@@ -94,6 +119,12 @@ def test_tensorboard_server_serves_the_scalar_series(tmp_path):
             time.sleep(0.5)
         assert series, f"tensorboard did not serve {url} (exit {server.poll()})"
         assert [(step, value) for _, step, value in series] == [(0, 1.0), (10, 2.0), (20, 3.0)]
+        images = f"http://127.0.0.1:{port}/data/plugin/images"
+        with urllib.request.urlopen(f"{images}/images?run={run.name}&tag=video%2Fgreedy_episode") as response:
+            [image] = json.loads(response.read())
+        assert image["step"] == 20
+        with urllib.request.urlopen(f"{images}/individualImage?{image['query']}") as response:
+            assert response.headers["Content-Type"] == "image/gif" and response.read() == gif
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -17,18 +17,28 @@ for bootstrapping on truncation. A NEXT_STEP-only vector env (gymnasium's
 CartPoleVectorEnv) is not used: it reports the reset observation one call
 later, when every other env has moved on too, and cannot reset one env alone.
 
+A batch made with `render=True` (to record episodes) is always a loop of envs
+built with render_mode="rgb_array": its `frames` hold each env's screen after
+its reset and after every step, rendered before any auto-reset, so the frame
+of an episode's last step is there too. For Atari that is the game screen
+(210x160 colour), not the 84x84 observation; a vector env renders none.
+
 Environments that need an optional extra (Box2D for LunarLander, ale-py for
 Atari) are refused at config validation with the `pip install` to run, and
 `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
 wrapper chain (`make_atari`) and as a vector env (`make_atari_vector`).
 uint8 images (C, H, W) stay uint8 (the model reads them as [0, 1]); other
-observations are float32.
+observations are float32. With a `Normalization` (a3c.normalization), the batch
+gives normalised observations and scaled rewards, as VecNormalize does, and
+reports episode returns in the environment's own units.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import inspect
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -38,6 +48,8 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+from framework.algorithms.a3c.normalization import Normalization
+
 ATARI_ID = "hogshare/Atari-v0"
 
 EXTRAS = {"box2d": ("Box2D", "pygame"), "atari": ("ale_py", "cv2")}
@@ -46,6 +58,10 @@ EXTRAS = {"box2d": ("Box2D", "pygame"), "atari": ("ale_py", "cv2")}
 
 class EnvError(RuntimeError):
     """An environment that failed to build, reset or step; names the env id and the worker rank."""
+
+
+class NoFrames(EnvError):
+    """An environment asked to render that gives no rgb_array frames (it has no such render mode)."""
 
 
 def extra_needed(env_id: str) -> str | None:
@@ -150,10 +166,16 @@ class BatchStep:
 class _LoopEnvs:
     """n `gym.make` envs stepped one after the other; an env whose episode ends is reset at once."""
 
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int):
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int, render: bool = False):
         self.env_id, self.rank = env_id, rank
-        self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
+        with warnings.catch_warnings():
+            if render:  # gymnasium's warning for an env without rgb_array: NoFrames says it, in one line
+                kwargs = {**(kwargs or {}), "render_mode": "rgb_array"}
+                warnings.filterwarnings("ignore", message=".*render_mode='rgb_array' that is not in the possible")
+            self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
         self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
+        self.frames: list[Any] | None = [None] * n if render else None
+        """With render: each env's latest rgb_array frame (see the module docstring); else None."""
 
     def _error(self, i: int, what: str, exc: Exception) -> EnvError:
         return EnvError(f"environment {self.env_id} (worker {self.rank}, env {i}) raised in {what}: "
@@ -161,9 +183,26 @@ class _LoopEnvs:
 
     def _reset(self, i: int, seed: int | None = None) -> Any:
         try:
-            return self.envs[i].reset(seed=seed)[0]
+            observation = self.envs[i].reset(seed=seed)[0]
         except Exception as exc:
             raise self._error(i, "reset", exc) from exc
+        self._render(i)
+        return observation
+
+    def _render(self, i: int) -> None:
+        """Keep env i's screen in frames, when rendering."""
+        if self.frames is None:
+            return
+        try:
+            frame = self.envs[i].render()
+        except Exception as exc:
+            raise self._error(i, "render", exc) from exc
+        if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3
+                and frame.shape[2] == 3):
+            modes = self.envs[i].metadata.get("render_modes")
+            raise NoFrames(f"environment {self.env_id} rendered {type(frame).__name__} where an rgb_array frame "
+                           f"(height, width, 3) uint8 was asked for (its render modes: {modes})")
+        self.frames[i] = frame
 
     def reset(self, seed: int) -> list[Any]:
         """Reset env i with seed + i; their first observations."""
@@ -184,6 +223,7 @@ class _LoopEnvs:
                 observation, rewards[i], terminated[i], truncated[i], _ = env.step(actions[i])
             except Exception as exc:
                 raise self._error(i, "step", exc) from exc
+            self._render(i)
             if terminated[i] or truncated[i]:
                 final[i] = observation
                 observation = self._reset(i)
@@ -271,13 +311,18 @@ class EnvBatch:
 
     Box observations keep their shape, Discrete ones become one-hot vectors.
     Discrete actions are ints, Box actions are clipped to the space's bounds.
+    With `normalization`, observations and rewards are normalised (see the module docstring).
+    With render, `frames` holds each env's latest screen (see the module docstring).
     """
 
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0):
-        self.env_id, self.rank = env_id, rank
-        vector = _VectorEnvs.build(env_id, kwargs, n, rank)
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0,
+                 normalization: Normalization | None = None, render: bool = False):
+        self.env_id, self.rank, self.normalization = env_id, rank, normalization
+        if render:  # offscreen: pygame's SDL then opens no window and looks for no display
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        vector = None if render else _VectorEnvs.build(env_id, kwargs, n, rank)
         self.vectorized = vector is not None
-        self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank)
+        self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank, render)
         self._n = n
         space = self._envs.observation_space
         if isinstance(space, gym.spaces.Box):
@@ -300,10 +345,21 @@ class EnvBatch:
         self.obs = np.zeros((n, *self.obs_shape), dtype=dtype)
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
-        self.obs[...] = self._as_obs(self._envs.reset(seed))
+        self.obs[...] = self._observe(self._envs.reset(seed))
 
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def returns(self) -> np.ndarray:
+        """Each env's return so far in the episode under way, in the environment's own units."""
+        return self._returns
+
+    @property
+    def frames(self) -> list[np.ndarray]:
+        """Each env's latest rgb_array frame (H, W, 3) uint8; only for a batch made with render."""
+        assert isinstance(self._envs, _LoopEnvs) and self._envs.frames is not None, "a batch made with render"
+        return self._envs.frames
 
     def _as_obs(self, observations: Any) -> np.ndarray:
         """Raw observations as a batch of obs's dtype (one-hot for Discrete spaces)."""
@@ -312,6 +368,12 @@ class EnvBatch:
             out[np.arange(len(observations)), np.asarray(observations, dtype=np.int64)] = 1.0
             return out
         return np.asarray(observations, dtype=self.obs.dtype).reshape(len(observations), *self.obs_shape)
+
+    def _observe(self, observations: Any, update: bool = True) -> np.ndarray:
+        """Raw observations as a batch, normalised when the batch normalises (merged into the statistics when
+        `update`)."""
+        batch = self._as_obs(observations)
+        return batch if self.normalization is None else self.normalization.observations(batch, update)
 
     def _actions(self, actions: np.ndarray) -> np.ndarray:
         """Actions as the envs take them: int64 for Discrete (gymnasium checks NumPy ints faster than Python
@@ -333,9 +395,11 @@ class EnvBatch:
         self._returns[ended] = 0.0
         self._lengths[ended] = 0
         truncated_index = np.flatnonzero(truncated)
-        self.obs[...] = self._as_obs(observations)
+        self.obs[...] = self._observe(observations)
+        if self.normalization is not None:
+            rewards = self.normalization.rewards(rewards, terminated | truncated)
         return BatchStep(rewards.astype(np.float32), terminated, truncated, truncated_index,
-                         self._as_obs([final[i] for i in truncated_index]), ended.tolist(),
+                         self._observe([final[i] for i in truncated_index], update=False), ended.tolist(),
                          episode_returns, episode_lengths)
 
     def close(self) -> None:

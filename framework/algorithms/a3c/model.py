@@ -21,6 +21,7 @@ import numpy as np
 import framework
 from framework import nn
 from framework.nn import functional as F
+from framework.algorithms.a3c.normalization import RunningMeanStd
 from framework.distributions import Categorical, Normal
 
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
@@ -47,6 +48,25 @@ def conv_output_sides(sides: Sequence[int], conv: Sequence[tuple[int, int, int]]
     return tuple(sides)
 
 
+def _body(input_shape: tuple[int, ...], hidden: list[int], activation: str, conv: Sequence[tuple[int, int, int]],
+          uint8_frames: bool) -> tuple[nn.Sequential, int]:
+    """The layers before the heads (convolutions for images, then the MLP) and the width of their output."""
+    act = ACTIVATIONS[activation]
+    layers: list[nn.Module] = []
+    shape = input_shape
+    for channels, kernel, stride in conv:
+        layer = FrameConv2d if uint8_frames and not layers else nn.Conv2d
+        layers += [layer(shape[0], channels, kernel, stride), act()]
+        shape = (channels, *conv_output_sides(shape[1:], [(channels, kernel, stride)]))
+    if len(shape) > 1:
+        layers.append(nn.Flatten())
+    size = int(np.prod(shape))
+    for width in hidden:
+        layers += [nn.Linear(size, width), act()]
+        size = width
+    return nn.Sequential(*layers), size
+
+
 class ActorCritic(nn.Module):
     """Body (convolutions, then an MLP, optionally an LSTM cell), a policy head and a value head.
 
@@ -57,32 +77,30 @@ class ActorCritic(nn.Module):
     first convolution (FrameConv2d).
     Discrete actions: the policy head gives logits. Continuous actions: it gives
     the mean of a Normal whose log standard deviation is a learned parameter.
+    With shared_body false the value head has a body of its own (the same
+    layers, separately trained; not with an LSTM), and log_std_init sets the
+    initial log standard deviation of continuous actions.
+    With normalize_obs / normalize_returns the model carries the running
+    statistics of observations / discounted returns (`obs_norm`, `return_norm`:
+    a3c.normalization); the environments apply them, the layers never see raw inputs.
     """
 
     def __init__(self, obs_shape: int | Sequence[int], hidden: list[int], activation: str, lstm: bool,
                  n_actions: int, continuous: bool, conv: Sequence[tuple[int, int, int]] = (),
-                 uint8_frames: bool = False):
+                 uint8_frames: bool = False, normalize_obs: bool = False, normalize_returns: bool = False,
+                 shared_body: bool = True, log_std_init: float = 0.0):
         super().__init__()
-        act = ACTIVATIONS[activation]
-        layers: list[nn.Module] = []
-        shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
-        for channels, kernel, stride in conv:
-            layer = FrameConv2d if uint8_frames and not layers else nn.Conv2d
-            layers += [layer(shape[0], channels, kernel, stride), act()]
-            shape = (channels, *conv_output_sides(shape[1:], [(channels, kernel, stride)]))
-        if len(shape) > 1:
-            layers.append(nn.Flatten())
-        size = int(np.prod(shape))
-        for width in hidden:
-            layers += [nn.Linear(size, width), act()]
-            size = width
-        self.body = nn.Sequential(*layers)
+        input_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
+        self.body, size = _body(input_shape, hidden, activation, conv, uint8_frames)
         self.lstm = nn.LSTMCell(size, size) if lstm else None
+        self.value_body = None if shared_body else _body(input_shape, hidden, activation, conv, uint8_frames)[0]
         self.pi = nn.Linear(size, n_actions)
         self.v = nn.Linear(size, 1)
         self.continuous = continuous
-        self.log_std = nn.Parameter(framework.zeros(n_actions)) if continuous else None
+        self.log_std = nn.Parameter(framework.full((n_actions,), log_std_init)) if continuous else None
         self.hidden_size = size
+        self.obs_norm = RunningMeanStd(input_shape) if normalize_obs else None
+        self.return_norm = RunningMeanStd((1,)) if normalize_returns else None
 
     def _features(self, x: Any, state: tuple[Any, Any] | None) -> tuple[Any, tuple[Any, Any] | None]:
         h = self.body(x)
@@ -91,10 +109,14 @@ class ActorCritic(nn.Module):
             h = state[0]
         return h, state
 
+    def _value(self, x: Any, h: Any) -> Any:
+        """V for observations x whose (policy) features are h: from h, or from the value body's own features."""
+        return self.v(h if self.value_body is None else self.value_body(x))[:, 0]
+
     def forward(self, x: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, Any, tuple[Any, Any] | None]:
         """(policy output, value (batch,), new LSTM state or None) for a batch of observations."""
         h, state = self._features(x, state)
-        return self.pi(h), self.v(h)[:, 0], state
+        return self.pi(h), self._value(x, h), state
 
     def forward_rollout(self, obs: Any, state: tuple[Any, Any] | None, keep: Any) -> tuple[Any, Any]:
         """(policy outputs, values) for a rollout's (T+1, E, *obs_shape) observations, flattened to (T+1) * E rows.
@@ -104,11 +126,12 @@ class ActorCritic(nn.Module):
         at step t-1). Equal to calling `forward` step by step, masking the state in between.
         """
         steps, batch = obs.shape[:2]
-        h = self.body(obs.reshape(steps * batch, *obs.shape[2:]))
+        x = obs.reshape(steps * batch, *obs.shape[2:])
+        h = self.body(x)
         if self.lstm is not None:
             h = self.lstm.unroll(h.reshape(steps, batch, self.hidden_size), state, keep)
             h = h.reshape(steps * batch, self.hidden_size)
-        return self.pi(h), self.v(h)[:, 0]
+        return self.pi(h), self._value(x, h)
 
     def policy(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
         """(policy output, new LSTM state or None): `forward` without the value head, for acting."""

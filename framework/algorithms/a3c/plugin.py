@@ -9,15 +9,19 @@ until the first convolution reads them as [0, 1]).
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 import gymnasium as gym
 import numpy as np
 
 import framework
 from framework import nn
-from framework.algorithms.a3c.envs import EnvBatch, EnvError, env_id_problem, make_env
+from framework.algorithms.a3c.envs import BatchStep, EnvBatch, EnvError, NoFrames, env_id_problem, make_env
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
+from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
-from framework.algorithms.base import DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
+from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink,
+                                       WorkerContext)
 from framework.device import to_device, to_host
 from framework.train.schema import ConfigError, Field
 
@@ -55,6 +59,22 @@ def _conv_layers(config: Config, obs_shape: tuple[int, ...]) -> tuple[tuple[int,
     return IMAGE_CONV
 
 
+def _greedy_steps(model: ActorCritic, envs: EnvBatch) -> Iterator[BatchStep]:
+    """Step envs with the model's greedy actions (the most likely action, or the mean action), for ever."""
+    state = model.initial_state(len(envs))
+    while True:
+        with framework.no_grad():  # entered per step: a generator must not hold grad mode off for its caller
+            head, state = model.policy_array(to_device(envs.obs, model.device), state)
+        head = to_host(head)
+        yield envs.step(head if model.continuous else np.argmax(head, axis=1))
+
+
+def _evaluation(returns: np.ndarray) -> Evaluation:
+    mean, std = float(returns.mean()), float(returns.std())
+    return Evaluation({"return_mean": mean, "return_std": std},
+                      f"return over {returns.size} greedy episodes: {mean:.1f} ± {std:.1f}")
+
+
 class A3C(Algorithm):
     """The `a3c` algorithm plugin."""
 
@@ -73,8 +93,13 @@ class A3C(Algorithm):
             "id": Field("str", "CartPole-v1", check=env_id_problem),
             "kwargs": Field("mapping", {}),
             "envs_per_worker": Field("int", 4, low=1, high=4096),
+            "normalize_obs": Field("bool", False),
+            "clip_obs": Field("float", 10.0, low=0.0, low_open=True),
+            "normalize_reward": Field("bool", False),
+            "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
         },
-        "model": {**MLP_SCHEMA, "lstm": Field("bool", False)},
+        "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
+                  "log_std_init": Field("float", 0.0, low=-20.0, high=2.0)},
         "trainer": {
             "target_return": Field("float", 475.0, nullable=True),
             "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
@@ -92,37 +117,77 @@ class A3C(Algorithm):
         return config["trainer"]["target_return"]
 
     def check_config(self, config: Config) -> None:
-        """The environment must build (with env.kwargs) and have Discrete or Box spaces (images of at least 20x20)."""
-        _conv_layers(config, _spaces(config)[0])
+        """The environment must build (with env.kwargs) and have Discrete or Box spaces (images of at least 20x20);
+        a separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images."""
+        obs_shape, uint8_frames, _, _ = _spaces(config)
+        _conv_layers(config, obs_shape)
+        if not config["model"]["shared_body"] and config["model"]["lstm"]:
+            raise ConfigError("config key 'model.shared_body': got false with model.lstm true; allowed: true with "
+                              "an LSTM (the policy and the value share the LSTM's state)")
+        if uint8_frames and config["env"]["normalize_obs"]:
+            raise ConfigError(f"config key 'env.normalize_obs': got true for {config['env']['id']!r}, whose "
+                              f"observations are uint8 images (read as [0, 1] by the first convolution); "
+                              f"allowed: false for image observations")
 
     def build_model(self, config: Config) -> ActorCritic:
         obs_shape, uint8_frames, n_actions, continuous = _spaces(config)
-        m = config["model"]
+        m, env = config["model"], config["env"]
         return ActorCritic(obs_shape, m["hidden"], m["activation"], m["lstm"], n_actions, continuous,
-                           _conv_layers(config, obs_shape), uint8_frames=uint8_frames)
+                           _conv_layers(config, obs_shape), uint8_frames=uint8_frames,
+                           normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"],
+                           shared_body=m["shared_body"], log_std_init=m["log_std_init"])
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()
 
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
         """Greedy episodes (most likely action, or the mean action), one per environment in a batch."""
-        envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed)
+        envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
+                        normalization=Normalization.for_model(model, config, episodes, update=False))
         returns = np.full(episodes, np.nan)
-        state = model.initial_state(episodes)
         try:
-            with framework.no_grad():
-                while np.isnan(returns).any():
-                    head, state = model.policy_array(to_device(envs.obs, model.device), state)
-                    head = to_host(head)
-                    out = envs.step(head if model.continuous else np.argmax(head, axis=1))
-                    for i, ret in zip(out.episode_index, out.episode_returns):
-                        if np.isnan(returns[i]):
-                            returns[i] = ret
+            for out in _greedy_steps(model, envs):
+                for i, ret in zip(out.episode_index, out.episode_returns):
+                    if np.isnan(returns[i]):
+                        returns[i] = ret
+                if not np.isnan(returns).any():
+                    break
         finally:
             envs.close()
-        mean, std = float(returns.mean()), float(returns.std())
-        return Evaluation({"return_mean": mean, "return_std": std},
-                          f"return over {episodes} greedy episodes: {mean:.1f} ± {std:.1f}")
+        return _evaluation(returns)
+
+    def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
+        """evaluate's episodes, one at a time in an environment that renders rgb_array frames: episode i is
+        seeded with seed + i, as there, so they are the same episodes where evaluate's batch is a loop of envs
+        (everywhere but a vector env such as Atari's)."""
+        returns: list[float] = []
+        for i in range(episodes):
+            try:
+                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
+                                normalization=Normalization.for_model(model, config, 1, update=False))
+            except NoFrames as exc:
+                raise ConfigError(f"config key 'env.id': {exc}; allowed: an environment with the rgb_array render "
+                                  f"mode, to record") from None
+            episode_return = None
+            try:
+                more = frames(envs.frames[0])
+                steps = _greedy_steps(model, envs)
+                while more and episode_return is None:
+                    out = next(steps)
+                    more = frames(envs.frames[0])
+                    if out.episode_index:
+                        episode_return = out.episode_returns[0]
+                returns.append(float(envs.returns[0]) if episode_return is None else episode_return)
+            finally:
+                envs.close()
+            if not more:
+                break
+        return _evaluation(np.asarray(returns))
+
+    def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
+        """The normalisation statistics, when the model has any (see a3c.normalization)."""
+        normalization = Normalization.for_model(model, config, 0, update=False)
+        return {} if normalization is None else normalization.scalars()
 
 
 ALGORITHM = A3C()

@@ -6,7 +6,8 @@ forward pass per step, then runs one forward+backward pass over the whole
 as one op: `ActorCritic.forward_rollout`): GAE(lambda) advantages (lambda = 1
 is the classic n-step return), an entropy bonus, a value loss, gradient
 clipping. Observations are stored as the envs give them (uint8 frames stay
-uint8). Bootstraps on truncation (time limits) but not on termination. The
+uint8; with `env.normalize_obs` / `normalize_reward` the envs give them
+normalised, with the run's shared statistics, see a3c.normalization). Bootstraps on truncation (time limits) but not on termination. The
 local model syncs from the shared parameter arena with one copy; its gradient
 goes to the shared optimizer with one copy and one fused step. A loss or
 gradient that is not finite is never applied.
@@ -30,6 +31,7 @@ import numpy as np
 import framework
 from framework.algorithms.a3c.envs import EnvBatch
 from framework.algorithms.a3c.model import ActorCritic
+from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.base import WorkerContext, learning_rate
 from framework.device import array_module, to_device, to_host
 from framework.optim.clip import grad_norm
@@ -72,8 +74,9 @@ class Worker:
         self.opt_cfg, self.total_steps = cfg["optimizer"], cfg["trainer"]["total_steps"]
         self.device = ctx.device
         framework.manual_seed(ctx.seed)  # the action noise comes from framework's generator for the device
-        self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], cfg["env"]["envs_per_worker"],
-                             seed=ctx.seed % (2**31), rank=ctx.rank)
+        n = cfg["env"]["envs_per_worker"]
+        self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], n, seed=ctx.seed % (2**31), rank=ctx.rank,
+                             normalization=Normalization.for_model(ctx.model, cfg, n, update=True))
         self.local = local.to(self.device)
         self.local_arena = self.local.pack_parameters()
         self.shared_arena = ctx.model.arena

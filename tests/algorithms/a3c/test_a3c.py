@@ -10,6 +10,7 @@ from framework.algorithms.a3c.model import ActorCritic, FrameConv2d
 from framework.algorithms.a3c.worker import Worker, advantages
 from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
 from framework.train.config import validate
+from framework.train.schema import ConfigError
 from framework.train.run_stats import SKIPPED, UPDATES, RunStats
 
 A3C = algorithms.get("a3c")
@@ -103,12 +104,14 @@ def _grads(model, heads, values, weights):
     return [p.grad.numpy().copy() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("lstm", [True, False], ids=["lstm", "feedforward"])
-def test_rollout_forward_equals_the_step_by_step_unroll(lstm):
+@pytest.mark.parametrize("lstm,shared_body", [(True, True), (False, True), (False, False)],
+                         ids=["lstm", "feedforward", "separate-value-body"])
+def test_rollout_forward_equals_the_step_by_step_unroll(lstm, shared_body):
     """forward_rollout runs the body once over all (T+1) x E frames and unrolls only the LSTM cell: the same heads,
     values and gradients as stepping the whole model frame by frame, resetting the state after an episode ends."""
     framework.manual_seed(0)
-    model = ActorCritic((2, 24, 24), [16], "relu", lstm, 3, False, conv=((4, 8, 4), (8, 3, 1)), uint8_frames=True)
+    model = ActorCritic((2, 24, 24), [16], "relu", lstm, 3, False, conv=((4, 8, 4), (8, 3, 1)), uint8_frames=True,
+                        shared_body=shared_body)
     steps, envs = 6, 3
     rng = np.random.default_rng(0)
     obs = rng.integers(0, 256, (steps + 1, envs, 2, 24, 24), dtype=np.uint8)
@@ -135,6 +138,28 @@ def test_rollout_forward_equals_the_step_by_step_unroll(lstm):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
+def test_a_separate_value_body_keeps_the_policy_and_value_gradients_apart():
+    framework.manual_seed(0)
+    model = ActorCritic(4, [8, 8], "tanh", False, 2, False, shared_body=False)
+    obs = framework.from_numpy(np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32))
+    policy_side = {name for name, _ in model.named_parameters() if name.startswith(("body.", "pi."))}
+    for output, side in ((0, policy_side), (1, {name for name, _ in model.named_parameters()} - policy_side)):
+        model.zero_grad()
+        model(obs)[output].sum().backward()
+        touched = {name for name, p in model.named_parameters() if p.grad is not None and np.any(p.grad.numpy())}
+        assert touched == side
+
+
+def test_a_separate_value_body_is_refused_with_an_lstm():
+    with pytest.raises(ConfigError, match=r"^config key 'model.shared_body': got false with model.lstm true; "):
+        validate({"model": {"shared_body": False, "lstm": True}})
+
+
+def test_continuous_actions_start_from_log_std_init():
+    config = validate({"env": {"id": "Pendulum-v1"}, "model": {"log_std_init": -1.5}})
+    np.testing.assert_array_equal(A3C.build_model(config).log_std.detach().numpy(), [-1.5])
+
+
 def test_uint8_frames_are_read_as_floats_by_the_first_convolution():
     worker, model, stats = _worker(env={"id": "vector_envs:Frames-v0"}, model={"lstm": True})
     first = worker.local.body[0]
@@ -158,7 +183,8 @@ def test_uint8_frames_are_read_as_floats_by_the_first_convolution():
     {"env": {"id": "Pendulum-v1"}, "optimizer": {"name": "rmsprop"}},
     {"env": {"id": "Pendulum-v1"}, "model": {"lstm": True}, "optimizer": {"name": "sgd", "lr": 0.01}},
     {"algorithm": {"gae_lambda": 0.95, "normalize_advantages": True}},
-], ids=["discrete", "lstm", "continuous", "continuous-lstm", "gae"])
+    {"model": {"shared_body": False}, "env": {"normalize_obs": True, "normalize_reward": True}},
+], ids=["discrete", "lstm", "continuous", "continuous-lstm", "gae", "separate-value-body-normalised"])
 def test_an_update_changes_the_shared_parameters_and_reports(sections):
     worker, model, stats = _worker(**sections)
     before = model.arena.data.copy()
@@ -173,8 +199,9 @@ def test_an_update_changes_the_shared_parameters_and_reports(sections):
     assert entropy != 0
 
 
-@pytest.mark.parametrize("sections", [{}, {"model": {"lstm": True}}, {"env": {"id": "Pendulum-v1"}}],
-                         ids=["discrete", "lstm", "continuous"])
+@pytest.mark.parametrize("sections", [{}, {"model": {"lstm": True}}, {"env": {"id": "Pendulum-v1"}},
+                                      {"model": {"shared_body": False}, "env": {"normalize_obs": True}}],
+                         ids=["discrete", "lstm", "continuous", "separate-value-body-normalised"])
 def test_compiled_updates_equal_eager_ones_and_stop_recompiling(sections):
     """trainer.compile changes how fast a worker steps, not what it computes; after the first update no guard fails."""
     shared = {}
@@ -188,7 +215,7 @@ def test_compiled_updates_equal_eager_ones_and_stop_recompiling(sections):
         shared[compiled] = model.arena.data.copy()
     np.testing.assert_allclose(shared[True], shared[False], rtol=1e-5, atol=1e-6)
     assert compiler.counters["recompiles"] == warm["recompiles"] and compiler.counters["graph_breaks"] == 0
-    graphs = 1 if "model" in sections else 3  # with an LSTM only the loss is compiled (see Worker)
+    graphs = 1 if sections.get("model", {}).get("lstm") else 3  # with an LSTM only the loss is compiled (see Worker)
     assert compiler.counters["cache_hits"] > warm["cache_hits"] and compiler.counters["captures"] >= graphs
 
 
