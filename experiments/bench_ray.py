@@ -115,7 +115,7 @@ def measure_exchange(floats_by_name: dict[str, int], reps: int) -> dict[str, dic
 
         def round_trips(self, reps: int) -> list[float]:
             report = {"counters": np.zeros((2, 7), np.int64), "metric_sums": np.zeros((2, 5)), "episodes": [],
-                      "exits": [], "exchange_s": 0.0, "optimizer": None}
+                      "exits": [], "exchange_s": 0.0, "optimizer": None, "buffers": None}
             times = []
             for _ in range(reps):
                 started = time.perf_counter()

@@ -178,9 +178,11 @@ def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, l
 
 
 @pytest.mark.fault("20", "`--resume` of a local run with `--set trainer.backend=ray` on a joined cluster",
-                   "counters, episodes and seeds' generations continue; the checkpoint holds the global parameters")
-def test_a_local_run_resumes_on_ray_with_its_counters_and_parameters(watch, tmp_path, logdir, full_cluster):
-    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"workers": 4, "total_steps": 4000}))
+                   "counters, episodes and seeds' generations continue; the checkpoint holds the global parameters "
+                   "and a node's normalisation statistics, which went on from the local run's")
+def test_a_local_run_resumes_on_ray_with_its_counters_parameters_and_statistics(watch, tmp_path, logdir, full_cluster):
+    config = write_config(tmp_path / "c.yaml", fast_config(env={"normalize_obs": True},
+                                                           trainer={"workers": 4, "total_steps": 4000}))
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 0, done.stderr
     run_dir = wait_for_run_dir(logdir)
@@ -195,7 +197,8 @@ def test_a_local_run_resumes_on_ray_with_its_counters_and_parameters(watch, tmp_
     resumed = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
     assert resumed["run"]["generations"] == [2, 2, 2, 2]  # each rank's second start
     moved = [not np.array_equal(saved["model"][k], resumed["model"][k]) for k in saved["model"]]
-    assert all(moved)  # the driver's model follows the global parameters
+    assert all(moved)  # the driver's model follows the global parameters, and a node's normalisation statistics
+    assert resumed["model"]["obs_norm.count"][0] > saved["model"]["obs_norm.count"][0] > 4000 * 0.5
 
 
 @pytest.mark.fault("R", "SIGINT or SIGTERM to `train` on a joined cluster",

@@ -6,11 +6,11 @@ from framework.train.backends.ray_server import ParameterServer
 from framework.train.run_stats import STEPS
 
 
-def report(steps: int = 0, episodes=(), exits=(), optimizer=None) -> dict:
+def report(steps: int = 0, episodes=(), exits=(), optimizer=None, buffers=None) -> dict:
     counters = np.zeros((2, 7), np.int64)
     counters[0, STEPS] = steps
     return {"counters": counters, "metric_sums": np.zeros((2, 3)), "episodes": list(episodes),
-            "exits": list(exits), "exchange_s": 0.5, "optimizer": optimizer}
+            "exits": list(exits), "exchange_s": 0.5, "optimizer": optimizer, "buffers": buffers}
 
 
 def test_deltas_add_up_and_staleness_counts_the_other_groups_pushes():
@@ -30,15 +30,17 @@ def test_deltas_add_up_and_staleness_counts_the_other_groups_pushes():
     assert server.state(params=True)["params"].tolist() == [4, 4, 4]
 
 
-def test_episodes_exits_and_optimizer_state_reach_the_driver_once():
+def test_episodes_exits_optimizer_state_and_buffers_reach_the_driver_once():
     server = ParameterServer(np.zeros(2, np.float32), steps_before=0)
     returns, lengths = np.array([9.0]), np.array([9.0])
     server.exchange(0, None, 0, report(episodes=[(1, returns, lengths)], exits=[(1, False, "worker 1 ...", "tb")],
-                                       optimizer={"state": {}, "param_groups": []}))
+                                       optimizer={"state": {}, "param_groups": []},
+                                       buffers={"obs_norm.count": np.array([7.0])}))
     first = server.state(params=False)
     assert first["params"] is None and first["optimizer"] == {"state": {}, "param_groups": []}
+    assert first["buffers"]["obs_norm.count"].tolist() == [7.0]
     group = first["groups"][0]
     assert group["episodes"][0][0] == 1 and group["exits"] == [(1, False, "worker 1 ...", "tb")]
     assert group["exchange_s"] == 0.5 and group["silent_s"] >= 0
     second = server.state(params=False)
-    assert second["optimizer"] is None and second["groups"][0]["episodes"] == second["groups"][0]["exits"] == []
+    assert second["optimizer"] is None and second["buffers"] is None and second["groups"][0]["episodes"] == second["groups"][0]["exits"] == []

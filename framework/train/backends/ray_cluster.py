@@ -35,8 +35,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
+from framework.train.backends.ray_node import NodeGroup, buffers_of, load_buffers
+from framework.train.backends.ray_server import ParameterServer
 from framework.train.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
 from framework.train.startup import RunError
 from framework.train.stop_signals import STOP_SIGNALS
@@ -178,7 +179,6 @@ class RayBackend(Backend):
 
     # -- starting groups ----------------------------------------------------------------------------------
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
-        from framework.train.backends.ray_server import ParameterServer
 
         steps = int(self.launch.stats.counters[:, STEPS].sum())
         self._server = self.ray.remote(ParameterServer).options(num_cpus=0, resources={HEAD: 0.001}).remote(
@@ -189,7 +189,6 @@ class RayBackend(Backend):
             self._start_group(group, node)
 
     def _start_group(self, group: Group, node: str) -> None:
-        from framework.train.backends.ray_node import NodeGroup
 
         ray, launch = self.ray, self.launch
         strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node, soft=False)
@@ -200,7 +199,7 @@ class RayBackend(Backend):
         self._incarnations[group.incarnation] = group
         group.actor = ray.remote(NodeGroup).options(
             num_cpus=0, max_concurrency=4, scheduling_strategy=strategy, max_restarts=0).remote(
-            launch.config, group.incarnation, group.ranks, generations, self.params.copy(),
+            launch.config, group.incarnation, group.ranks, generations, self.params.copy(), buffers_of(launch.model),
             launch.optimizer.state_dict(), self._server)
         group.serving = group.actor.serve.remote()
         group.node, group.lost, group.running = node, False, set(group.ranks)
@@ -286,6 +285,7 @@ class RayBackend(Backend):
             self._params_pulled = now
         if state["optimizer"] is not None:
             self.launch.optimizer.load_state_dict(state["optimizer"])
+            load_buffers(self.launch.model, state["buffers"])
         for incarnation, report in state["groups"].items():
             self._records[incarnation] = report
             group = self._incarnations[incarnation]

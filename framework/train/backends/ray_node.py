@@ -1,7 +1,8 @@
 """A node group: one Ray node's part of a run, a local run without its own monitor.
 
 The actor builds the model and optimizer in the node's shared memory,
-starting from the global parameters and the driver's optimizer state, and
+starting from the global parameters and the driver's buffers (normalisation
+statistics, which each node then keeps for itself) and optimizer state, and
 runs the local backend's worker processes on them for its contiguous ranks
 (`trainer.ray.workers_per_node` of them) with their own run statistics. Its
 `serve` call lasts as long as the group: it starts the workers, and every
@@ -28,20 +29,34 @@ import numpy as np
 
 import sharing
 from framework import algorithms
+from framework.device import to_host
 from framework.train.backends.base import Config, Launch, WorkerExit, share_model
 from framework.train.backends.local import LocalBackend
 from framework.train.run_stats import STEPS
+
+def buffers_of(model: Any) -> dict[str, np.ndarray]:
+    """Host copies of a model's buffers (normalisation statistics), by name."""
+    return {name: to_host(buf.data_array, copy=True) for name, buf in model.named_buffers()}
+
+
+def load_buffers(model: Any, buffers: dict[str, np.ndarray]) -> None:
+    """Copy buffers (as buffers_of gives them) into the model's, in place."""
+    for name, buf in model.named_buffers():
+        buf.data_array[...] = buffers[name]
+
 
 class NodeGroup:
     """Ranks `ranks` of a run on this node; made by the driver with the global parameters as `params`."""
 
     def __init__(self, config: Config, group: int, ranks: range, generations: list[int], params: np.ndarray,
-                 optimizer_state: dict[str, Any], server: Any):
+                 buffers: dict[str, np.ndarray], optimizer_state: dict[str, Any], server: Any):
         sharing.set_sharing_strategy(config["trainer"]["sharing_strategy"])
         algorithm = algorithms.get(config["algorithm"]["name"])
         model, optimizer, stats = share_model(config, algorithm, algorithm.build_model(config), len(ranks))
         model.arena.data[...] = params
+        load_buffers(model, buffers)
         optimizer.load_state_dict(optimizer_state)
+        self.model = model
         self.config, self.group, self.server = config, group, server
         self.settings = config["trainer"]["ray"]
         self.optimizer, self.stats = optimizer, stats
@@ -51,7 +66,7 @@ class NodeGroup:
         self.seen = np.zeros(len(ranks), dtype=np.int64)
         self.exits: list[WorkerExit] = []
         self.exchange_s = 0.0
-        self.optimizer_sent = time.monotonic()
+        self.state_sent = time.monotonic()
         self.stopping = threading.Event()
         self.restarts: queue.SimpleQueue[int] = queue.SimpleQueue()
 
@@ -101,13 +116,15 @@ class NodeGroup:
 
         snap = self.stats.snapshot()
         now = time.monotonic()
-        # the optimizer state (Adam's moments) as often as the run checkpoints it, and at the end
-        send_optimizer = final or now - self.optimizer_sent >= self.config["trainer"]["checkpoint_every_s"]
+        # the optimizer state (Adam's moments) and the buffers (normalisation statistics, each node's own) as
+        # often as the run checkpoints them, and at the end
+        send_state = final or now - self.state_sent >= self.config["trainer"]["checkpoint_every_s"]
         report = {"counters": snap.counters, "metric_sums": snap.metric_sums,
                   "episodes": self.stats.new_episodes_by_worker(self.seen),
                   "exits": [(e.rank, e.clean, e.summary, e.traceback) for e in self.exits],
                   "exchange_s": self.exchange_s,
-                  "optimizer": self.optimizer.state_dict() if send_optimizer else None}
+                  "optimizer": self.optimizer.state_dict() if send_state else None,
+                  "buffers": buffers_of(self.model) if send_state else None}
         current = self.params.copy()
         started = time.monotonic()
         params, version, run_steps = ray.get(
@@ -118,7 +135,7 @@ class NodeGroup:
         self.params += params - current  # keeps what the workers did during the exchange
         self.base, self.version = np.array(params, copy=True), version
         self.exits = []
-        if send_optimizer:
-            self.optimizer_sent = now
+        if send_state:
+            self.state_sent = now
         own = snap.total(STEPS)
         self.stats.set_step_budget(own + max(0, self.config["trainer"]["total_steps"] - run_steps))
