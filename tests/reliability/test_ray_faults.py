@@ -196,8 +196,8 @@ def test_a_local_run_resumes_on_ray_with_its_counters_parameters_and_statistics(
     assert after["updates"] > before["updates"] and after["node_failures"] == 0 and after["exchanges"] > 0
     resumed = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
     assert resumed["run"]["generations"] == [2, 2, 2, 2]  # each rank's second start
-    moved = [not np.array_equal(saved["model"][k], resumed["model"][k]) for k in saved["model"]]
-    assert all(moved)  # the driver's model follows the global parameters, and a node's normalisation statistics
+    moved = {k: not np.array_equal(saved["model"][k], resumed["model"][k]) for k in saved["model"]}
+    assert all(moved.values()), (moved, saved["model"], resumed["model"])  # the driver's model follows the global parameters, and a node's normalisation statistics
     assert resumed["model"]["obs_norm.count"][0] > saved["model"]["obs_norm.count"][0] > 4000 * 0.5
 
 

@@ -37,10 +37,11 @@ def test_episodes_exits_optimizer_state_and_buffers_reach_the_driver_once():
                                        optimizer={"state": {}, "param_groups": []},
                                        buffers={"obs_norm.count": np.array([7.0])}))
     first = server.state(params=False)
-    assert first["params"] is None and first["optimizer"] == {"state": {}, "param_groups": []}
-    assert first["buffers"]["obs_norm.count"].tolist() == [7.0]
     group = first["groups"][0]
+    assert first["params"] is None and group["optimizer"] == {"state": {}, "param_groups": []}
+    assert group["buffers"]["obs_norm.count"].tolist() == [7.0]
     assert group["episodes"][0][0] == 1 and group["exits"] == [(1, False, "worker 1 ...", "tb")]
     assert group["exchange_s"] == 0.5 and group["silent_s"] >= 0
     second = server.state(params=False)
-    assert second["optimizer"] is None and second["buffers"] is None and second["groups"][0]["episodes"] == second["groups"][0]["exits"] == []
+    again = second["groups"][0]
+    assert again["optimizer"] is again["buffers"] is None and again["episodes"] == again["exits"] == []

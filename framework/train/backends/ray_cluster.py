@@ -55,6 +55,8 @@ PARAMS_EVERY_S = 0.5
 groups every trainer.ray.sync_every_s. The copy is taken afresh when the run stops."""
 HEAD = "node:__internal_head__"
 """Ray's resource of the head node, where the parameter server runs: the node whose loss ends the cluster anyway."""
+START_TIMEOUT_S = 120.0
+"""How long the parameter server's actor may take to start."""
 STOP_MARGIN_S = 5.0
 """What a group may take beyond trainer.join_timeout_s to stop: its last exchange, its actor's end."""
 
@@ -111,6 +113,8 @@ class RayBackend(Backend):
         self._base = (launch.stats.counters.copy(), launch.stats.metric_sums.copy())
         self._exits: list[WorkerExit] = []
         self._records: dict[int, dict[str, Any]] = {}
+        self._state_source: int | None = None
+        """The start of a group whose optimizer state and buffers the run holds."""
         self._last_pull = self._params_pulled = 0.0
         self._logged: tuple[float, dict[int, dict[str, Any]]] = (time.monotonic(), {})
         try:
@@ -180,9 +184,15 @@ class RayBackend(Backend):
     # -- starting groups ----------------------------------------------------------------------------------
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
 
+        ray = self.ray
         steps = int(self.launch.stats.counters[:, STEPS].sum())
-        self._server = self.ray.remote(ParameterServer).options(num_cpus=0, resources={HEAD: 0.001}).remote(
+        self._server = ray.remote(ParameterServer).options(num_cpus=0, resources={HEAD: 0.001}).remote(
             self.params.copy(), steps)
+        try:  # its start (a process, imports) is not an exchange: trainer.ray.timeout_s counts from its first answer
+            ray.get(self._server.state.remote(False), timeout=START_TIMEOUT_S)
+        except ray.exceptions.RayError as exc:
+            raise OSError(f"the parameter server did not start within {START_TIMEOUT_S:g} s "
+                          f"({type(exc).__name__})") from None
         for group, node in zip(self.groups, self._nodes()):
             if cancelled():
                 return
@@ -283,17 +293,29 @@ class RayBackend(Backend):
         if params:
             self.params[...] = state["params"]
             self._params_pulled = now
-        if state["optimizer"] is not None:
-            self.launch.optimizer.load_state_dict(state["optimizer"])
-            load_buffers(self.launch.model, state["buffers"])
         for incarnation, report in state["groups"].items():
             self._records[incarnation] = report
+            if report["optimizer"] is not None:
+                self._take_state(incarnation, report)
             group = self._incarnations[incarnation]
             if group.incarnation != incarnation or group.lost:
                 continue  # a lost start of the group: its counters were kept in the base
             self._apply(group, report)
             if group.serving is not None and report["silent_s"] > self.settings["timeout_s"]:
                 self._lose(group, f"no exchange for {report['silent_s']:.1f} s (trainer.ray.timeout_s)")
+
+    def _take_state(self, incarnation: int, report: dict[str, Any]) -> None:
+        """A group's optimizer state and buffers into the run's, unless a group with more env steps sent the ones
+        the run holds (a group that barely ran has barely moved its normalisation statistics)."""
+        source = self._state_source
+        if source is None or source == incarnation or self._steps(incarnation) >= self._steps(source):
+            self.launch.optimizer.load_state_dict(report["optimizer"])
+            load_buffers(self.launch.model, report["buffers"])
+            self._state_source = incarnation
+
+    def _steps(self, incarnation: int) -> int:
+        counters = self._records[incarnation]["counters"]
+        return 0 if counters is None else int(counters[:, STEPS].sum())
 
     def _apply(self, group: Group, report: dict[str, Any]) -> None:
         """One group's report into the run's statistics: its rows are the base plus the group's counters."""
@@ -338,8 +360,7 @@ class RayBackend(Backend):
     # -- what the monitor logs --------------------------------------------------------------------------
     def _totals(self) -> dict[int, dict[str, float]]:
         return {inc: {"exchanges": r["exchanges"], "staleness": r["staleness"], "exchange_s": r["exchange_s"],
-                      "steps": 0 if r["counters"] is None else int(r["counters"][:, STEPS].sum())}
-                for inc, r in self._records.items()}
+                      "steps": self._steps(inc)} for inc, r in self._records.items()}
 
     def metrics(self) -> dict[str, float]:
         """Staleness, exchange time and rate since the last call, env steps/s of each group, groups running."""

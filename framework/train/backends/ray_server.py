@@ -48,6 +48,9 @@ class GroupRecord:
     """The sum over this group's pushes of the other groups' pushes since its pull."""
     exchange_s: float = 0.0
     """Seconds this group spent in exchanges, as it measured them (round trips)."""
+    optimizer: dict[str, Any] | None = None
+    buffers: dict[str, np.ndarray] | None = None
+    """The group's optimizer state and buffers, not yet taken by the driver."""
     last_push: float = 0.0
 
 
@@ -60,8 +63,6 @@ class ParameterServer:
         self.steps_before = steps_before
         """Env steps of the run before these groups (a resumed run's, or those of groups that were replaced)."""
         self.groups: dict[int, GroupRecord] = {}
-        self.optimizer_state: dict[str, Any] | None = None
-        self.buffers: dict[str, np.ndarray] | None = None
 
     def exchange(self, group: int, delta: np.ndarray | None, pulled: int,
                  report: dict[str, Any]) -> tuple[np.ndarray, int, int]:
@@ -78,22 +79,20 @@ class ParameterServer:
         record.exchange_s = report["exchange_s"]
         record.last_push = time.monotonic()
         if report["optimizer"] is not None:
-            self.optimizer_state, self.buffers = report["optimizer"], report["buffers"]
+            record.optimizer, record.buffers = report["optimizer"], report["buffers"]
         steps = sum(int(r.counters[:, STEPS].sum()) for r in self.groups.values())
         return self.params.copy(), self.version, self.steps_before + steps
 
     def state(self, params: bool) -> dict[str, Any]:
-        """For the driver: every group's record (episodes and exits handed over once), each group's seconds since
-        its last push, the newest optimizer state and buffers if they came since, and with `params` the global
-        parameters."""
+        """For the driver: every group's record (episodes, exits, optimizer state and buffers handed over once),
+        each group's seconds since its last push, and with `params` the global parameters."""
         now = time.monotonic()
         groups = {}
         for group, record in self.groups.items():
             groups[group] = {"counters": record.counters, "metric_sums": record.metric_sums,
                              "episodes": record.episodes, "exits": record.exits, "exchanges": record.exchanges,
                              "staleness": record.staleness, "exchange_s": record.exchange_s,
-                             "silent_s": now - record.last_push}
-            record.episodes, record.exits = [], []
-        optimizer, buffers, self.optimizer_state, self.buffers = self.optimizer_state, self.buffers, None, None
-        return {"params": self.params.copy() if params else None, "version": self.version, "groups": groups,
-                "optimizer": optimizer, "buffers": buffers}
+                             "silent_s": now - record.last_push, "optimizer": record.optimizer,
+                             "buffers": record.buffers}
+            record.episodes, record.exits, record.optimizer, record.buffers = [], [], None, None
+        return {"params": self.params.copy() if params else None, "version": self.version, "groups": groups}
