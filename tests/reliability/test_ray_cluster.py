@@ -1,11 +1,14 @@
 """The ray backend starting its own simulated cluster: configs/a3c_ray.yaml solves CartPole on 2 nodes, logs the
-exchange next to the run's metrics, and leaves nothing behind (no Ray process, no /dev/shm segment, no directory)."""
+exchange next to the run's metrics, stops on SIGTERM with a final checkpoint, and leaves nothing behind (no Ray
+process, no /dev/shm segment, no directory)."""
 import json
+import signal
 from pathlib import Path
 
 import pytest
 
-from reliability_support import run_cli, wait_for_run_dir
+from framework.train.checkpoint import load_checkpoint
+from reliability_support import Train, run_cli, wait_for_file, wait_for_run_dir, wait_until
 from train_cli import CONFIGS, scalars
 
 pytest.importorskip("ray", reason="the ray backend's tests need Ray: pip install -e '.[ray]'")
@@ -37,3 +40,21 @@ def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_no
     assert _ray_dirs() == dirs_before, "the simulated cluster's directory was left behind"
     assert set(SHM.iterdir()) - shm_before == set(), "segments left in /dev/shm"
     # the watch fixture checks that no process of the run (Ray's own included: they inherit its tag) is left
+
+
+@pytest.mark.fault("R", "SIGTERM to `train` running its own simulated cluster",
+                   "exit 0 with SIGTERM as stop reason and a final checkpoint; the cluster's processes, directory "
+                   "and /dev/shm segments all gone")
+def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, logdir):
+    shm_before, dirs_before = set(SHM.iterdir()), _ray_dirs()
+    run = Train(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
+                "--set", "trainer.target_return=null", "--set", "trainer.checkpoint_every_s=0.5")
+    checkpoint = wait_for_file(wait_for_run_dir(logdir, timeout=120) / "checkpoints" / "checkpoint.npz")
+    assert wait_until(lambda: load_checkpoint(checkpoint)["run"]["env_steps"] > 0, 60), run.stderr
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    summary = json.loads((checkpoint.parents[1] / "summary.json").read_text())
+    assert summary["stop_reason"] == "SIGTERM"
+    assert load_checkpoint(checkpoint)["run"]["env_steps"] == summary["env_steps"]
+    assert _ray_dirs() == dirs_before and set(SHM.iterdir()) - shm_before == set()
+

@@ -27,9 +27,11 @@ NODES = 3
 def cluster(tmp_path_factory):
     """A head without CPUs and NODES simulated nodes of 1 CPU, each its own raylet."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    sigterm = signal.getsignal(signal.SIGTERM)
     made = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False, "object_store_memory": 100 << 20,
         "_system_config": FAST_HEALTH_CHECKS})
+    signal.signal(signal.SIGTERM, sigterm)  # the head node's handler would reach this suite's forked children
     for _ in range(NODES):
         made.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
     yield made

@@ -110,7 +110,9 @@ class RayBackend(Backend):
         per_node = self.settings["workers_per_node"]
         self.groups = [Group(i, range(i * per_node, (i + 1) * per_node)) for i in range(self.settings["nodes"])]
         self._incarnations: dict[int, Group] = {}
-        self._base = (launch.stats.counters.copy(), launch.stats.metric_sums.copy())
+        self._base_counters = launch.stats.counters.copy()
+        self._base_sums = launch.stats.metric_sums.copy()
+        """The run's statistics before the current start of each group, which counts from zero."""
         self._exits: list[WorkerExit] = []
         self._records: dict[int, dict[str, Any]] = {}
         self._state_source: int | None = None
@@ -128,17 +130,18 @@ class RayBackend(Backend):
     def _connect(self) -> None:
         """Start a simulated cluster (address null) or join one; RunError when that fails."""
         ray, address = self.ray, self.settings["address"]
+        handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
         try:
             if address is None:
                 self._start_simulated()
                 address = self._cluster.address
-            handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
             ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
-            for signum, handler in handlers.items():  # ray.init puts its own SIGTERM handler (a crash dump) first
-                signal.signal(signum, handler)
         except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
             where = "start a local Ray" if self.settings["address"] is None else f"join the Ray cluster at {address!r}"
             raise RunError(f"cannot {where} (trainer.ray.address): {' '.join(str(exc).split())[:300]}") from None
+        finally:  # a head node and ray.init each put their own SIGTERM handler (an exit, a crash dump) in place
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
 
     def _start_simulated(self) -> None:
         from ray.cluster_utils import Cluster
@@ -219,8 +222,8 @@ class RayBackend(Backend):
         group = self._group_of(rank)
         if group.lost:
             stats = self.launch.stats
-            self._base[0][group.rows] = stats.counters[group.rows]  # the new start counts from zero
-            self._base[1][group.rows] = stats.metric_sums[group.rows]
+            self._base_counters[group.rows] = stats.counters[group.rows]
+            self._base_sums[group.rows] = stats.metric_sums[group.rows]
             self._start_group(group, self._least_used_node())
             return
         self.launch.generations[rank] += 1
@@ -322,9 +325,9 @@ class RayBackend(Backend):
         stats, rows = self.launch.stats, group.rows
         if report["counters"] is not None:  # episodes are counted as they are added, below; a streak is the group's
             columns = [c for c in range(stats.counters.shape[1]) if c not in (EPISODES, SEQ, SKIP_STREAK)]
-            stats.counters[rows, columns] = self._base[0][rows, columns] + report["counters"][:, columns]
+            stats.counters[rows, columns] = self._base_counters[rows, columns] + report["counters"][:, columns]
             stats.counters[rows, SKIP_STREAK] = report["counters"][:, SKIP_STREAK]
-            stats.metric_sums[rows] = self._base[1][rows] + report["metric_sums"]
+            stats.metric_sums[rows] = self._base_sums[rows] + report["metric_sums"]
         for row, returns, lengths in report["episodes"]:
             stats.writer(group.ranks.start + row).add_episodes(returns, lengths)
         for rank, clean, summary, traceback in report["exits"]:
