@@ -1,6 +1,7 @@
 """Faults of the ray backend on a simulated cluster that this module starts once (3 nodes of 1 CPU) and runs
 join: a node lost mid-run (the run goes on, or restarts its group), a stalled node group, the parameter server
 lost, stop signals; and checkpoints that resume across backends."""
+import contextlib
 import json
 import os
 import signal
@@ -23,17 +24,32 @@ pytestmark = pytest.mark.timeout(240)
 NODES = 3
 
 
+@contextlib.contextmanager
+def sigterm_kept():
+    """Keep this process's SIGTERM handler: each node Ray starts here puts its own (an exit) in its place, which
+    the suite's forked children would inherit."""
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+
+
+def add_nodes(cluster, count: int) -> None:
+    with sigterm_kept():
+        for _ in range(count):
+            cluster.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A head without CPUs and NODES simulated nodes of 1 CPU, each its own raylet."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    sigterm = signal.getsignal(signal.SIGTERM)
-    made = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False, "object_store_memory": 100 << 20,
-        "_system_config": FAST_HEALTH_CHECKS})
-    signal.signal(signal.SIGTERM, sigterm)  # the head node's handler would reach this suite's forked children
-    for _ in range(NODES):
-        made.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
+    with sigterm_kept():
+        made = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False, "object_store_memory": 100 << 20,
+            "_system_config": FAST_HEALTH_CHECKS})
+    add_nodes(made, NODES)
     yield made
     made.shutdown()
 
@@ -42,8 +58,7 @@ def cluster(tmp_path_factory):
 def full_cluster(cluster):
     """The module's cluster, with nodes added back up to NODES after a test removed some."""
     yield cluster
-    for _ in range(NODES - len(cluster.worker_nodes)):
-        cluster.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
+    add_nodes(cluster, NODES - len(cluster.worker_nodes))
 
 
 def ray_config(address: str, **sections) -> dict:
