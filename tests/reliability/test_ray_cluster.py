@@ -20,11 +20,20 @@ def _ray_dirs() -> set[Path]:
     return set(Path("/tmp").glob("hogshare-ray-*"))
 
 
+@pytest.fixture
+def nothing_left():
+    """The test's run leaves no simulated cluster directory and no /dev/shm segment (the watch fixture checks
+    that it leaves no process, Ray's own included: they inherit the test's tag)."""
+    shm_before, dirs_before = set(SHM.iterdir()), _ray_dirs()
+    yield
+    assert _ray_dirs() == dirs_before, "the simulated cluster's directory was left behind"
+    assert set(SHM.iterdir()) - shm_before == set(), "segments left in /dev/shm"
+
+
 @pytest.mark.fault("R", "configs/a3c_ray.yaml run to the end on its own simulated cluster of 2 nodes",
                    "CartPole solved; the exchange in TensorBoard and summary.json; no process (Ray's included), "
                    "/dev/shm segment or directory left")
-def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_nothing(watch, logdir):
-    shm_before, dirs_before = set(SHM.iterdir()), _ray_dirs()
+def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_nothing(watch, logdir, nothing_left):
     done = run_cli(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
                    "--set", "trainer.max_seconds=150", timeout=220)
     assert done.returncode == 0, done.stderr
@@ -37,16 +46,12 @@ def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_no
                 "ray/group1/env_steps_per_s", "perf/env_steps_per_s"):
         assert scalars(run_dir, tag), f"no {tag} in TensorBoard"
     assert max(scalars(run_dir, "ray/group0/env_steps_per_s")) > 0 < max(scalars(run_dir, "ray/group1/env_steps_per_s"))
-    assert _ray_dirs() == dirs_before, "the simulated cluster's directory was left behind"
-    assert set(SHM.iterdir()) - shm_before == set(), "segments left in /dev/shm"
-    # the watch fixture checks that no process of the run (Ray's own included: they inherit its tag) is left
 
 
 @pytest.mark.fault("R", "SIGTERM to `train` running its own simulated cluster",
                    "exit 0 with SIGTERM as stop reason and a final checkpoint; the cluster's processes, directory "
                    "and /dev/shm segments all gone")
-def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, logdir):
-    shm_before, dirs_before = set(SHM.iterdir()), _ray_dirs()
+def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, logdir, nothing_left):
     run = Train(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
                 "--set", "trainer.target_return=null", "--set", "trainer.checkpoint_every_s=0.5")
     checkpoint = wait_for_file(wait_for_run_dir(logdir, timeout=120) / "checkpoints" / "checkpoint.npz")
@@ -56,5 +61,4 @@ def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, 
     summary = json.loads((checkpoint.parents[1] / "summary.json").read_text())
     assert summary["stop_reason"] == "SIGTERM"
     assert load_checkpoint(checkpoint)["run"]["env_steps"] == summary["env_steps"]
-    assert _ray_dirs() == dirs_before and set(SHM.iterdir()) - shm_before == set()
 
