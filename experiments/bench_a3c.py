@@ -22,9 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-from common import REPO, RESULTS, fmt_ratio, markdown_table, run_baseline, torch_available, write_result
+from common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_return_curves, return_curve, run_baseline,
+                    torch_available, write_result)
 
 CONFIG = REPO / "configs" / "a3c.yaml"
 TARGET_SPEED, TARGET_SOLVE = 10.0, 1 / 5
@@ -41,10 +40,7 @@ def run_ours(seed: int, logdir: Path) -> dict:
         raise RuntimeError(f"train failed ({done.returncode}):\n{done.stderr[-2000:]}")
     run_dir = next(p for p in (logdir / f"seed{seed}").iterdir() if p.is_dir())
     summary = json.loads((run_dir / "summary.json").read_text())
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    curve = [(e.wall_time - summary["started_at"], e.value) for e in acc.Scalars("episode/return_window_mean")]
-    return {"summary": summary, "curve": curve}
+    return {"summary": summary, "curve": return_curve(run_dir, summary["started_at"])}
 
 
 def run_torch(seconds: float) -> dict | None:
@@ -62,26 +58,17 @@ def run_torch(seconds: float) -> dict | None:
 
 
 def plot(ours: list[dict], torch: dict | None, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, run in enumerate(ours):
-        xs, ys = zip(*run["curve"]) if run["curve"] else ((), ())
-        ax.plot(xs, ys, color="tab:blue", alpha=0.8, label="hogshare (one line per seed)" if i == 0 else None)
-    if torch is not None:
+    def torch_marks(ax) -> None:
+        if torch is None:
+            return
         if torch["solved_s"] is not None:
             ax.plot([torch["solved_s"]], [475], "o", color="tab:red", label=f"torch: reached 475 at {torch['solved_s']:.0f} s")
         ax.plot([torch["wall"]], [torch["last100"]], "x", color="tab:red",
                 label=f"torch: {torch['last100']:.0f} at the end ({torch['wall']:.0f} s)")
-    ax.axhline(475, color="gray", linestyle="--", linewidth=1)
-    ax.set_xlabel("wall seconds since the run started")
-    ax.set_ylabel("mean return of the last 100 episodes")
-    ax.set_title("A3C on CartPole-v1, 2 workers")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+
+    plot_return_curves([("hogshare (one line per seed)", "tab:blue", [run["curve"] for run in ours])],
+                       "A3C on CartPole-v1, 2 workers", "wall seconds since the run started", path,
+                       extra=torch_marks)
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "experiments" / "results"
@@ -97,3 +97,37 @@ def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) 
         outbox.get()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def return_curve(run_dir: Path, started_at: float) -> list[tuple[float, float]]:
+    """(seconds since started_at, mean return of the recent window) from a run's event files."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    tag = "episode/return_window_mean"
+    return [(e.wall_time - started_at, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+
+
+def plot_return_curves(series: Sequence[tuple[str, str, Sequence[list[tuple[float, float]]]]], title: str,
+                       xlabel: str, path: Path, target: float = 475,
+                       extra: Callable[[Any], None] | None = None) -> None:
+    """Return curves, one colour and legend entry per (label, colour, curves), the target as a dashed line;
+    `extra(ax)` may draw more before the figure is saved to path."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, color, curves in series:
+        for i, curve in enumerate(curves):
+            xs, ys = zip(*curve) if curve else ((), ())
+            ax.plot(xs, ys, color=color, alpha=0.8, label=label if i == 0 else None)
+    if extra is not None:
+        extra(ax)
+    ax.axhline(target, color="gray", linestyle="--", linewidth=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("mean return of the last 100 episodes")
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -44,6 +44,7 @@ FAULTS = {
     "18": "checkpoints (fuzzed)",
     "19": "CLI arguments (fuzzed)",
     "20": "what `--resume` may change",
+    "R": "the ray backend: nodes lost or hung, the parameter server lost, stop signals, leftovers",
     "S": "security: who can reach shared memory, what is never unpickled",
 }
 

@@ -1,5 +1,5 @@
 """The layers hold: no import cycle in the packages (module-level or inside functions), each layer imports only
-the layers below it, and `import framework` loads the tensor library alone."""
+the layers below it, and `import framework` loads the tensor library alone (no Ray either)."""
 import ast
 import json
 import subprocess
@@ -107,10 +107,23 @@ def test_the_schema_imports_nothing_of_the_project():
     assert _graph()["framework.train.schema"] == set()
 
 
-def test_import_framework_loads_the_tensor_library_alone():
-    code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'av', 'PIL', 'pygame') or "
-            "m.startswith(('framework.train', 'framework.algorithms')))))")
+def _fresh_python(code: str) -> str:
+    """What code prints when run by a fresh interpreter in the checkout."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=CHECKOUT, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    return done.stdout
+
+
+def test_import_framework_loads_the_tensor_library_alone():
+    code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'av', 'PIL', 'pygame', 'ray') or "
+            "m.startswith(('framework.train', 'framework.algorithms')))))")
+    assert json.loads(_fresh_python(code)) == []
+
+
+def test_ray_loads_only_when_a_run_chooses_the_ray_backend():
+    """The training system, the ray backend's modules included, imports Ray only when the backend is made."""
+    code = ("import sys; from framework.train import trainer, cli, config; "
+            "from framework.train.backends import local, ray_cluster, ray_node, ray_server; "
+            "config.default_config(); print('ray' in sys.modules)")
+    assert _fresh_python(code).strip() == "False"

@@ -5,8 +5,9 @@ algorithm owns the model, the worker loop and evaluation:
 
 - `build_model(config)` in the main process (the trainer then shares it),
 - `build_optimizer(model, config)` (the default reads the `optimizer` section),
-- `build_shared(config, context)` in the main process: what every worker gets
-  as `ctx.shared` (datasets in shared memory, locks of the run's context),
+- `build_shared(config, context, ranks)` in the process that starts the
+  workers of `ranks`: what each of them gets as `ctx.shared` (their shards of
+  a dataset in shared memory, locks of the run's context),
 - `run_worker(ctx)` in each worker process, until `ctx.stats.should_stop()`;
   the process has `ctx.device` current, the shared model lives there and
   observations or batches move there (`framework.device.to_device`),
@@ -121,8 +122,9 @@ class Algorithm(abc.ABC):
         """The optimizer named in the `optimizer` section over the model's parameters."""
         return build_optimizer(model, config["optimizer"])
 
-    def build_shared(self, config: Config, context: Any) -> Any:
-        """What every worker gets as ctx.shared, made once with the run's multiprocessing context. Default: None."""
+    def build_shared(self, config: Config, context: Any, ranks: range) -> Any:
+        """What the workers of `ranks` (all of the run's, or a Ray node's part) get as ctx.shared, made once with
+        their multiprocessing context. Default: None."""
         return None
 
     @abc.abstractmethod

@@ -44,6 +44,12 @@ def _check_name(value: str) -> str | None:
     return f"a name of letters, digits, '.', '_' and '-', at most {MAX_NAME} (it prefixes the run directory)"
 
 
+def _check_address(value: str) -> str | None:
+    if value == "auto" or re.fullmatch(r"(ray://)?[A-Za-z0-9_.\[\]:-]+:\d{1,5}", value):
+        return None
+    return "null (start a local Ray), auto (join the cluster of this machine) or HOST:PORT / ray://HOST:PORT"
+
+
 MAX_SECONDS = 1e9
 """Durations and intervals (about 31 years): longer means never, and it fits sleep and thread timeouts."""
 MAX_JOIN_TIMEOUT_S = 86_400.0
@@ -88,6 +94,13 @@ CORE_SCHEMA: dict[str, Any] = {
         "eval_episodes": Field("int", 10, low=1, high=MAX_EVAL_EPISODES),
         "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=MAX_JOIN_TIMEOUT_S),
         "compile": Field("bool", True),
+        "ray": {
+            "address": Field("str", None, nullable=True, check=_check_address),
+            "nodes": Field("int", 2, low=1, high=MAX_WORKERS),
+            "workers_per_node": Field("int", 2, low=1, high=MAX_WORKERS),
+            "sync_every_s": Field("float", 0.05, low=0.0, low_open=True, high=3600.0),
+            "timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=3600.0),
+        },
     },
     "logging": {
         "logdir": Field("str", "runs"),
@@ -189,6 +202,16 @@ def _check_combinations(config: Config) -> None:
             raise bad_value("logging.hparams", dotted, "key paths of config values, e.g. optimizer.lr")
     _check_video(config)
     trainer = config["trainer"]
+    if trainer["backend"] == "ray":
+        ray = trainer["ray"]
+        total = ray["nodes"] * ray["workers_per_node"]
+        if trainer["workers"] != total:
+            raise ConfigError(f"config key 'trainer.workers': got {trainer['workers']} with trainer.backend ray; "
+                              f"allowed: {total}, trainer.ray.nodes ({ray['nodes']}) times "
+                              f"trainer.ray.workers_per_node ({ray['workers_per_node']})")
+        if trainer["device"] != "cpu":
+            raise ConfigError(f"config key 'trainer.device': got {trainer['device']!r} with trainer.backend ray; "
+                              f"allowed: cpu (the ray backend exchanges parameters in host memory)")
     if trainer["device"].startswith("cuda") and trainer["start_method"] == "fork":
         raise ConfigError(f"config key 'trainer.start_method': got 'fork' with trainer.device "
                           f"'{trainer['device']}'; allowed: spawn or forkserver (CUDA cannot be used in a "

@@ -3,11 +3,14 @@
 It reads the workers' counters from shared memory (no queue traffic), logs
 TensorBoard scalars and histograms, shows progress, checkpoints atomically,
 evaluates every `trainer.eval_every_s`, records a video of a greedy episode
-every `logging.video_every_s`, handles workers that end (abort, or
-restart up to `max_restarts`), and stops the run on total steps, wall time,
-the target mean return, an evaluation's own target, too many non-finite
-updates in a row, or a stop signal (which also ends the start of workers
-early). Everything it works with is passed in: the launch (config,
+every `logging.video_every_s`, handles workers that end (abort, or restart up
+to `max_restarts`; workers lost with their machine, a Ray node, are restarted
+under the same budget or left out while others run), logs the backend's own
+metrics and summary entries, and stops the run on total steps, wall time, the
+target mean return, an evaluation's own target, too many non-finite updates
+in a row, a backend that cannot go on (`BackendError`), or a stop signal
+(which also ends the start of workers early). Everything it works with is
+passed in: the launch (config,
 algorithm, shared model, optimizer, statistics), the backend, the writer,
 and where the checkpoint, summary and videos go.
 
@@ -33,7 +36,7 @@ import numpy as np
 
 from framework.algorithms.base import Evaluation
 from framework.device import to_host
-from framework.train.backends.base import Backend, Launch, WorkerExit
+from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
 from framework.train.checkpoint import CheckpointError, save_checkpoint
 from framework.train.config import get_path
 from framework.train.progress import Progress
@@ -227,17 +230,33 @@ class Monitor:
         return None
 
     def _handle_exits(self, pool: Backend) -> str | None:
-        for ended in pool.poll():
+        try:
+            return self._handle(pool.poll(), pool)
+        except BackendError as exc:
+            self.failed = str(exc)
+            self.say(f"stopping the run: {self.failed}")
+            return "backend failure"
+
+    def _handle(self, exits: list[WorkerExit], pool: Backend) -> str | None:
+        for ended in exits:
             if ended.clean:
                 continue
             self.say(ended.report())
-            if self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]:
+            may_restart = self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]
+            if may_restart:
                 pool.restart(ended.rank)
-                self.say(f"restarting worker {ended.rank} with a new seed "
-                            f"(restart {pool.restarts} of at most {self.tcfg['max_restarts']})")
+                what = "the lost workers on another node" if ended.lost else f"worker {ended.rank}"
+                self.say(f"restarting {what} with a new seed "
+                         f"(restart {pool.restarts} of at most {self.tcfg['max_restarts']})")
                 continue
-            why = ("on_worker_failure: abort" if self.tcfg["on_worker_failure"] == "abort"
-                   else f"max_restarts ({self.tcfg['max_restarts']}) used up")
+            if ended.lost and pool.running > 0:  # the machine's fault, not the workers': go on without them
+                continue
+            if ended.lost:
+                why = "no workers left"
+            elif self.tcfg["on_worker_failure"] == "abort":
+                why = "on_worker_failure: abort"
+            else:
+                why = f"max_restarts ({self.tcfg['max_restarts']}) used up"
             self.failed = ended.summary
             self.say(f"stopping the run ({why}): {self.failed}")
             return "worker failure"
@@ -301,6 +320,7 @@ class Monitor:
         values["perf/skipped_updates"] = after.total(SKIPPED)
         values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
         values.update(self.algorithm.scalars(self.model, self.cfg))
+        values.update(self.pool.metrics())
         self.writer.scalars(values, after.total(STEPS))
 
     def _maybe_histograms(self, snap: Any, last_updates: int) -> int:
@@ -404,4 +424,5 @@ class Monitor:
             "worker_restarts": restarts,
             "stop_reason": reason,
             "failure": self.failed,
+            **self.pool.summary(),
         }

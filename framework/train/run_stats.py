@@ -75,18 +75,22 @@ class RunStats:
         When a worker finished more than a ring's worth since the last call, only
         the newest `ring` of its episodes are returned.
         """
-        returns, lengths = [], []
+        parts = self.new_episodes_by_worker(seen)
+        if not parts:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+
+    def new_episodes_by_worker(self, seen: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """(row, returns, lengths) of each worker that finished episodes since `seen` (see new_episodes)."""
+        parts = []
         for rank in range(self.workers):
             count = int(self.counters[rank, EPISODES])
             first = max(int(seen[rank]), count - self.ring)
             if count > first:
                 slots = np.arange(first, count) % self.ring
-                returns.append(self.episodes[rank, slots, 0])
-                lengths.append(self.episodes[rank, slots, 1])
+                parts.append((rank, self.episodes[rank, slots, 0], self.episodes[rank, slots, 1]))
             seen[rank] = count
-        if not returns:
-            return np.zeros(0), np.zeros(0)
-        return np.concatenate(returns), np.concatenate(lengths)
+        return parts
 
     def restore(self, counters: np.ndarray) -> None:
         """Start from saved totals (a resumed run): row 0 carries them, the others start at zero."""

@@ -32,7 +32,7 @@ from sharing.room import format_bytes
 SHM_DIR = "/dev/shm"
 SEMAPHORE_ROOM = 64 << 10
 """/dev/shm bytes for multiprocessing's semaphores (a page each; a run makes a few)."""
-DESCRIPTORS_PER_WORKER = 1
+DESCRIPTORS_PER_WORKER = 2
 DESCRIPTORS_SPARE = 16
 """Descriptors opened for a moment while starting a worker, writing a checkpoint or an event file, and the fork
 server's and resource tracker's pipes."""

@@ -27,7 +27,7 @@ import sharing
 from framework import algorithms
 from framework.device import cuda_device_count, use_device
 from framework.train import backends, resume, run_dir, startup
-from framework.train.backends.base import Backend, Launch
+from framework.train.backends.base import Backend, Launch, share_model
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import Config, ConfigError, config_text
 from framework.train.monitor import Monitor, RunResult, RunState, model_state
@@ -183,11 +183,7 @@ class Trainer:
         cfg, tcfg = self.config, self.config["trainer"]
         device = tcfg["device"]
         try:
-            model.to(device).share_memory()  # on CUDA the arena is one device allocation, sent as an IPC handle
-            optimizer = self.algorithm.build_optimizer(model, cfg)  # its state lives with the parameters
-            optimizer.share_memory()
-            stats = RunStats(tcfg["workers"], self.algorithm.metrics, ring=max(1024, self.algorithm.window(cfg)),
-                             step_budget=tcfg["total_steps"])
+            model, optimizer, stats = share_model(cfg, self.algorithm, model, tcfg["workers"])
         except (OSError, MemoryError) as exc:  # CuPy's OutOfMemoryError is a MemoryError
             where = "shared memory" if device == "cpu" else f"{device} memory and shared memory"
             raise RunError(f"cannot place the model, optimizer state and run statistics in {where} "

@@ -66,11 +66,10 @@ def _values(spec: Field):
 
 
 def _put(raw: dict, key: str, value) -> None:
-    section, _, name = key.partition(".")
-    if name:
-        raw.setdefault(section, {})[name] = value
-    else:
-        raw[section] = value
+    *sections, name = key.split(".")
+    for section in sections:  # trainer.ray.address: two levels
+        raw = raw.setdefault(section, {})
+    raw[name] = value
 
 
 @pytest.mark.fault("16", "generated values, in and out of range, of every type, for a few keys at once of every "
@@ -111,7 +110,7 @@ CHEAP = {"trainer.workers": 3, "trainer.total_steps": 3000, "env.envs_per_worker
 """Keys whose values cost memory or time in proportion: the real runs draw them up to these caps (a Hogwild run whose
 updates are all non-finite counts no samples, so it ends only after max_nonfinite_updates of them)."""
 FIXED_IN_RUNS = ("experiment", "env.id", "env.kwargs", "dataset.path", "trainer.device", "trainer.backend",
-                 "logging.logdir", "logging.hparams", "logging.progress", "dataset.kind")
+                 "trainer.ray.address", "logging.logdir", "logging.hparams", "logging.progress", "dataset.kind")
 
 
 def _accepted(key: str, spec: Field):

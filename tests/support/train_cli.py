@@ -54,12 +54,12 @@ def write_config(path: Path, config: dict) -> Path:
     return path
 
 
-def train(tmp_path: Path, config: dict, *extra: Any, timeout: float = 120) -> tuple[subprocess.CompletedProcess,
-                                                                                   Path | None]:
+def train(tmp_path: Path, config: dict, *extra: Any, timeout: float = 120,
+          env: dict | None = None) -> tuple[subprocess.CompletedProcess, Path | None]:
     """Write config, run `train` on it with tmp_path/runs as logdir; (the process, its run directory or None)."""
     path = write_config(tmp_path / "config.yaml", config)
     logdir = tmp_path / "runs"
-    done = run_cli("train", "--config", path, "--logdir", logdir, *extra, timeout=timeout)
+    done = run_cli("train", "--config", path, "--logdir", logdir, *extra, timeout=timeout, env=env)
     runs = sorted(p for p in logdir.iterdir() if p.is_dir()) if logdir.exists() else []
     return done, (runs[-1] if runs else None)
 

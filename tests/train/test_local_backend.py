@@ -1,6 +1,7 @@
-"""The local backend: seeds per (rank, restart), and BLAS threads pinned for the children it starts, whatever
-the start method."""
+"""The local backend: seeds per (rank, restart), BLAS threads pinned for the children it starts whatever the start
+method, and a worker's traceback through a pipe of its own."""
 import os
+import time
 
 import pytest
 
@@ -42,3 +43,30 @@ def test_every_worker_computes_with_one_blas_thread(tmp_path, method):
     done, _ = train(tmp_path, config)
     assert done.returncode == 0, done.stderr
     assert report.read_text().split() and set(report.read_text().split()) == {"1"}
+
+
+def _named_semaphores() -> set[str]:
+    """The named semaphores in /dev/shm (what a process killed outright leaves there)."""
+    return {name for name in os.listdir("/dev/shm") if name.startswith("sem.")}
+
+
+def test_a_spawned_worker_sends_its_traceback_through_a_pipe_and_nothing_is_named_in_dev_shm():
+    """No queue, so no named semaphore a process killed outright (a Ray node) would leave behind."""
+    config = validate({"env": {"id": "fault_envs:RaisingCartPole-v0", "kwargs": {"fail_after": 5}},
+                       "trainer": {"workers": 1, "start_method": "spawn"}})
+    algo = algorithms.get("a3c")
+    model = algo.build_model(config).share_memory()
+    before = _named_semaphores()
+    backend = LocalBackend(Launch(config, algo, model, algo.build_optimizer(model, config).share_memory(),
+                                  RunStats(1, algo.metrics), generations=[0]))
+    backend.start()
+    assert _named_semaphores() == before  # while the worker runs
+    deadline = time.monotonic() + 60
+    exits = []
+    while not exits and time.monotonic() < deadline:
+        exits = backend.poll()
+        time.sleep(0.05)
+    backend.stop(timeout_s=5.0)
+    [ended] = exits
+    assert not ended.clean and ended.summary.startswith("worker 0 raised an exception: ")
+    assert "RuntimeError: injected" in ended.traceback and ended.traceback.startswith("Traceback")

@@ -1,7 +1,8 @@
 """Datasets for supervised Hogwild: loaded or generated from a config's `dataset` section.
 
-The training set is built once in the main process, in shared memory, and each
-worker trains on its own contiguous shard of it (`TrainingData.shard`); the
+The training set is built once in the main process (on Ray, once per node,
+holding only that node's workers' shards), in shared memory, and each worker
+trains on its own contiguous shard of it (`TrainingData.shard`); the
 test set is built where it is evaluated (`test_set`, cached per process).
 Three kinds:
 
@@ -112,22 +113,28 @@ Split = Dense | Sparse
 
 @dataclass
 class TrainingData:
-    """A training set in shared memory, cut into one contiguous shard per worker.
+    """The shards of some workers' ranks of a training set, in shared memory.
 
-    `degrees[u]` (sparse data only) is how many training rows use feature u,
-    which weighs the per-row share of the L2 penalty in the sparse SVM.
+    The run's training rows are cut into `workers` contiguous shards; this
+    holds those of `ranks` (all of them, or a Ray node's part), `train` starting
+    at the first of them. `degrees[u]` (sparse data only) is how many of the
+    run's training rows use feature u, which weighs the per-row share of the L2
+    penalty in the sparse SVM.
     """
 
     train: Split
     workers: int
+    bounds: np.ndarray
+    """Row bounds of the run's shards: rank r's rows are bounds[r]:bounds[r+1] of the whole training set."""
+    ranks: range
     degrees: np.ndarray | None = None
 
     def shard(self, rank: int) -> Split:
         """Worker rank's rows."""
-        if not 0 <= rank < self.workers:
-            raise ValueError(f"shard: rank {rank} is outside 0..{self.workers - 1}")
-        bounds = np.linspace(0, len(self.train), self.workers + 1).astype(np.int64)
-        return self.train.rows(int(bounds[rank]), int(bounds[rank + 1]))
+        if rank not in self.ranks:
+            raise ValueError(f"shard: rank {rank} is outside {self.ranks.start}..{self.ranks.stop - 1}")
+        first = self.bounds[self.ranks.start]
+        return self.train.rows(int(self.bounds[rank] - first), int(self.bounds[rank + 1] - first))
 
 
 @dataclass(frozen=True)
@@ -260,26 +267,39 @@ def describe(section: Mapping[str, Any], workers: int) -> DataSpec:
     return DataSpec(x.shape[1], max(2, int(y.max()) + 1), False, n_train // workers)
 
 
-def build_training_data(section: Mapping[str, Any], workers: int) -> TrainingData:
-    """The training set of a dataset section in shared memory, for `workers` shards."""
+def _bounds(rows: int, workers: int) -> np.ndarray:
+    return np.linspace(0, rows, workers + 1).astype(np.int64)
+
+
+def build_training_data(section: Mapping[str, Any], workers: int, ranks: range | None = None) -> TrainingData:
+    """The shards of `ranks` (default: all `workers`) of a dataset section's training set, in shared memory."""
+    ranks = range(workers) if ranks is None else ranks
     kind = section["kind"]
     if kind == "npz":
         x, y = _npz(section)
         order, n_train = _npz_split(section)
-        rows = order[:n_train]
-        return TrainingData(Dense(sharing.share_array(x[rows]), sharing.share_array(y[rows])), workers)
+        bounds = _bounds(n_train, workers)
+        rows = order[bounds[ranks.start]:bounds[ranks.stop]]
+        return TrainingData(Dense(sharing.share_array(x[rows]), sharing.share_array(y[rows])), workers, bounds,
+                            ranks)
     n = section["train_size"]
+    bounds = _bounds(workers * n, workers)
     if kind == "mnist_teacher":
         teacher = mnist_teacher(section["seed"])
-        x = sharing.empty_shared((workers * n, MNIST_FEATURES), np.float32)
-        y = sharing.empty_shared((workers * n,), np.int64)
-        for rank in range(workers):
-            block = slice(rank * n, (rank + 1) * n)
+        x = sharing.empty_shared((len(ranks) * n, MNIST_FEATURES), np.float32)
+        y = sharing.empty_shared((len(ranks) * n,), np.int64)
+        for i, rank in enumerate(ranks):
+            block = slice(i * n, (i + 1) * n)
             _fill_mnist(x[block], y[block], mnist_train_seed(rank), teacher)
-        return TrainingData(Dense(x, y), workers)
-    train = _concat_shared([_sparse_rows(section, n, stream=1 + rank) for rank in range(workers)])
-    degrees = np.bincount(train.indices, minlength=train.n_features).astype(np.float32)
-    return TrainingData(train, workers, sharing.share_array(degrees))
+        return TrainingData(Dense(x, y), workers, bounds, ranks)
+    degrees = np.zeros(section["n_features"], dtype=np.float32)
+    parts = []
+    for rank in range(workers):  # every rank's rows count in the degrees; only ranks' are kept
+        part = _sparse_rows(section, n, stream=1 + rank)
+        degrees += np.bincount(part.indices, minlength=part.n_features)
+        if rank in ranks:
+            parts.append(part)
+    return TrainingData(_concat_shared(parts), workers, bounds, ranks, sharing.share_array(degrees))
 
 
 def test_set(section: Mapping[str, Any]) -> Split:

@@ -90,9 +90,9 @@ class Hogwild(Algorithm):
         m = config["model"]
         return Classifier(spec.features, m["hidden"], m["activation"], spec.classes)
 
-    def build_shared(self, config: Config, context: Any) -> SharedData:
-        """The training set in shared memory, cut into one shard per worker, and the lock when `locked`."""
-        data = datasets.build_training_data(config["dataset"], config["trainer"]["workers"])
+    def build_shared(self, config: Config, context: Any, ranks: range) -> SharedData:
+        """The shards of `ranks` of the training set in shared memory, and the lock when `locked`."""
+        data = datasets.build_training_data(config["dataset"], config["trainer"]["workers"], ranks)
         return SharedData(data, context.Lock() if config["algorithm"]["locked"] else None)
 
     def run_worker(self, ctx: WorkerContext) -> None:

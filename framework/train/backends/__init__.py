@@ -13,6 +13,7 @@ from typing import Any
 
 _MODULES: dict[str, str] = {
     "local": "framework.train.backends.local",
+    "ray": "framework.train.backends.ray_cluster",
 }
 
 

@@ -6,12 +6,16 @@ worker per rank that runs the algorithm's `run_worker` against them, reports
 each worker that ends (cleanly, by an exception with its traceback, or by a
 signal), restarts a rank when the monitor asks, and stops everything at the
 end. The monitor only calls the methods below, so a backend that runs
-workers elsewhere (other machines, exchanging parameters with this one)
-plugs in without touching the monitor, checkpoints or TensorBoard.
+workers elsewhere (other machines, exchanging parameters with this one: the
+`ray` backend) plugs in without touching the monitor, checkpoints or
+TensorBoard; it keeps the launch's model and statistics current, reports
+workers lost with their machine (`WorkerExit.lost`) and a failure it cannot
+survive (`BackendError`), and may add metrics and summary entries.
 """
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -21,6 +25,33 @@ from framework.algorithms.base import Algorithm
 from framework.train.run_stats import RunStats
 
 Config = dict[str, Any]
+
+
+def share_model(config: Config, algorithm: Algorithm, model: Any, workers: int) -> tuple[Any, Any, RunStats]:
+    """model in shared memory on trainer.device, its shared optimizer, and run statistics for `workers` rows.
+
+    What the trainer makes for a run, and a Ray node group for its part of one.
+    """
+    model.to(config["trainer"]["device"]).share_memory()  # on CUDA one device allocation, sent as an IPC handle
+    optimizer = algorithm.build_optimizer(model, config)  # its state lives with the parameters
+    optimizer.share_memory()
+    stats = RunStats(workers, algorithm.metrics, ring=max(1024, algorithm.window(config)),
+                     step_budget=config["trainer"]["total_steps"])
+    return model, optimizer, stats
+
+
+def set_environment(values: dict[str, str]) -> Callable[[], None]:
+    """Set environment variables (processes started from now on inherit them); returns what restores them."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+
+    def restore() -> None:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return restore
 
 
 def worker_seed(base_seed: int, rank: int, generation: int) -> int:
@@ -36,6 +67,9 @@ class WorkerExit:
     clean: bool
     summary: str
     traceback: str = ""
+    lost: bool = False
+    """The worker's machine went away (a Ray node), not the worker: the run goes on without its group, or starts
+    the group again when the monitor restarts `rank` (the group's first rank, which reports the loss)."""
 
     def report(self) -> str:
         """The summary line, followed by the traceback when there is one."""
@@ -59,6 +93,10 @@ class Launch:
     generations: list[int]
 
 
+class BackendError(Exception):
+    """The backend cannot go on (the parameter server of a Ray run was lost): the run stops as failed."""
+
+
 class Backend(abc.ABC):
     """Runs the workers of one run; made with a Launch, driven by the monitor."""
 
@@ -76,7 +114,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def poll(self) -> list[WorkerExit]:
-        """Workers that ended since the last call."""
+        """Workers that ended since the last call; BackendError when the run cannot go on."""
 
     @abc.abstractmethod
     def restart(self, rank: int) -> None:
@@ -90,3 +128,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def stop(self, timeout_s: float) -> list[WorkerExit]:
         """Ask every worker to stop, wait up to timeout_s, end any left over; how each one ended."""
+
+    def metrics(self) -> dict[str, float]:
+        """The backend's own numbers since the last call, logged next to the run's (none by default)."""
+        return {}
+
+    def summary(self) -> dict[str, Any]:
+        """The backend's own entries of summary.json (none by default)."""
+        return {}

@@ -3,8 +3,11 @@
 A worker runs its algorithm's `run_worker` with the shared model and optimizer,
 with `trainer.device` made current first (for CUDA, after the start-method
 guard; the model's device memory arrived as IPC handles). It dies with the
-main process (`die_with_parent`), and sends its traceback over a queue if it
-raises: the queue carries nothing else. SIGINT and SIGHUP, which a terminal
+main process (`die_with_parent`), and if it raises writes the tail of its
+traceback (at most TRACEBACK_BYTES, less than a pipe holds, so the write never
+waits for a reader) to a pipe of its own that nothing else uses. A pipe, not a
+queue: a queue's locks are named semaphores under spawn and forkserver, which
+a process killed outright (a Ray node) would leave in /dev/shm. SIGINT and SIGHUP, which a terminal
 sends to the whole process group, are blocked while a worker starts and
 ignored once it runs (see `stop_signals`): the main process decides when to
 stop and tells it through shared memory. multiprocessing's resource tracker
@@ -17,7 +20,6 @@ slower).
 """
 from __future__ import annotations
 
-import os
 import signal
 import time
 import traceback
@@ -30,26 +32,27 @@ import sharing
 from framework import algorithms
 from framework.algorithms.base import WorkerContext
 from framework.device import use_device
-from framework.train.backends.base import Backend, Config, Launch, WorkerExit, worker_seed
+from framework.train.backends.base import Backend, Config, Launch, WorkerExit, set_environment, worker_seed
 from framework.train.run_stats import RunStats
 from framework.train.stop_signals import WORKER_IGNORED
 from sharing import lifecycle
 
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+TRACEBACK_BYTES = 16 << 10
 
 
-def _worker_main(rank: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
-                 errors: Any, shared: Any) -> None:
-    """Entry point of a worker process."""
+def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
+                 error: Any, shared: Any) -> None:
+    """Entry point of a worker process: rank in the run, row in `stats`, `error` the pipe for its traceback."""
     lifecycle.die_with_parent()
     lifecycle.ignore_signals(WORKER_IGNORED)
     try:
         threadpool_limits(1)  # a forked worker's BLAS pool was sized before BLAS_THREAD_VARS were set
         use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
-        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(rank), shared))
+        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(row), shared))
     except BaseException:
-        errors.put((rank, traceback.format_exc()))
+        error.send_bytes(traceback.format_exc().encode(errors="replace")[-TRACEBACK_BYTES:])
         raise SystemExit(1) from None
 
 
@@ -69,34 +72,47 @@ def describe_exit(rank: int, exitcode: int, tb: str | None) -> WorkerExit:
 
 
 class LocalBackend(Backend):
-    """The worker processes of one run, started with one multiprocessing context."""
+    """The worker processes of one run, started with one multiprocessing context.
 
-    def __init__(self, launch: Launch):
+    `ranks` are the ranks it runs (all of the run's by default; a Ray node
+    group runs a contiguous part of them): rank `ranks[i]` writes row i of the
+    launch's statistics and counts its starts in `generations[i]`.
+    """
+
+    def __init__(self, launch: Launch, ranks: range | None = None):
         super().__init__(launch)
         config = launch.config
-        with lifecycle.signals_blocked(WORKER_IGNORED):  # the tracker of the queue's semaphores outlives them too
+        self.ranks = range(launch.stats.workers) if ranks is None else ranks
+        with lifecycle.signals_blocked(WORKER_IGNORED):  # the tracker of the run's semaphores outlives them too
             resource_tracker.ensure_running()
         self._context = sharing.get_context(config["trainer"]["start_method"])
-        self._shared = launch.algorithm.build_shared(config, self._context)
-        self._errors = self._context.SimpleQueue()
+        self._shared = launch.algorithm.build_shared(config, self._context, self.ranks)
+        self._errors: dict[int, Any] = {}  # rank -> the reading end of its worker's traceback pipe
         self._procs: dict[int, Any] = {}
-        self._saved_env = {k: os.environ.get(k) for k in BLAS_THREAD_VARS}
-        os.environ.update({k: "1" for k in BLAS_THREAD_VARS})  # inherited by spawn/forkserver children
+        self._restore_env = set_environment(dict.fromkeys(BLAS_THREAD_VARS, "1"))  # for spawn/forkserver children
 
     def _start(self, rank: int) -> None:
         launch = self.launch
-        launch.generations[rank] += 1
-        seed = worker_seed(launch.config["seed"], rank, launch.generations[rank])
+        row = rank - self.ranks.start
+        launch.generations[row] += 1
+        seed = worker_seed(launch.config["seed"], rank, launch.generations[row])
+        reader, writer = self._context.Pipe(duplex=False)
         proc = self._context.Process(
             target=_worker_main, name=f"{launch.config['experiment']}-worker-{rank}", daemon=True,
-            args=(rank, seed, launch.config, launch.model, launch.optimizer, launch.stats, self._errors,
+            args=(rank, row, seed, launch.config, launch.model, launch.optimizer, launch.stats, writer,
                   self._shared))
-        with lifecycle.signals_blocked(WORKER_IGNORED):
-            proc.start()
-        self._procs[rank] = proc
+        try:
+            with lifecycle.signals_blocked(WORKER_IGNORED):
+                proc.start()
+        except BaseException:
+            reader.close()
+            raise
+        finally:
+            writer.close()  # the worker has its own
+        self._procs[rank], self._errors[rank] = proc, reader
 
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
-        for rank in range(self.launch.stats.workers):
+        for rank in self.ranks:
             if cancelled():
                 return
             self._start(rank)
@@ -113,21 +129,23 @@ class LocalBackend(Backend):
         ended = {rank: p for rank, p in self._procs.items() if p.exitcode is not None}
         if not ended:
             return []
-        tracebacks = self._drain()
         exits = []
         for rank, proc in ended.items():
             del self._procs[rank]
             proc.join()
-            exits.append(describe_exit(rank, proc.exitcode, tracebacks.get(rank)))
+            exits.append(describe_exit(rank, proc.exitcode, self._traceback(rank)))
             proc.close()
         return exits
 
-    def _drain(self) -> dict[int, str]:
-        tracebacks: dict[int, str] = {}
-        while not self._errors.empty():
-            rank, text = self._errors.get()
-            tracebacks[rank] = text
-        return tracebacks
+    def _traceback(self, rank: int) -> str | None:
+        """What the ended worker of rank wrote to its pipe, or None (it raised nothing, or died writing)."""
+        error = self._errors.pop(rank)
+        try:
+            return error.recv_bytes().decode(errors="replace") if error.poll() else None
+        except EOFError:  # the pipe closed empty
+            return None
+        finally:
+            error.close()
 
     def stop(self, timeout_s: float) -> list[WorkerExit]:
         self.launch.stats.request_stop()
@@ -141,12 +159,7 @@ class LocalBackend(Backend):
             if ended.rank in late:
                 ended.summary = (f"worker {ended.rank} did not stop within trainer.join_timeout_s ({timeout_s:g} s) "
                                  f"and was terminated by the trainer")
-        self._errors.close()
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        self._restore_env()
         return exits
 
 

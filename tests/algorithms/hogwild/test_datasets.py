@@ -121,3 +121,23 @@ def test_sparse_labels_follow_a_hidden_linear_model():
     noisy = datasets.test_set({**sec, "label_noise": 0.25})
     flipped = np.mean(noisy.y != test.y)
     assert 0.15 < flipped < 0.35
+
+
+@pytest.mark.parametrize("kind", ["mnist_teacher", "sparse_svm", "npz"])
+def test_a_node_builds_only_its_ranks_shards_and_they_match_the_whole_runs(tmp_path, kind):
+    x = np.random.default_rng(0).standard_normal((203, 5))
+    sec = section(kind=kind, train_size=300, n_features=2000, density=0.01,
+                  path=write_npz(tmp_path / "d.npz", x=x, y=np.arange(203) % 3))
+    whole = datasets.build_training_data(sec, workers=4)
+    part = datasets.build_training_data(sec, workers=4, ranks=range(2, 4))
+    assert len(part.train) == len(whole.shard(2)) + len(whole.shard(3))
+    for rank in (2, 3):
+        mine, theirs = part.shard(rank), whole.shard(rank)
+        for name in ("x", "y") if kind != "sparse_svm" else ("y",):
+            np.testing.assert_array_equal(getattr(mine, name), getattr(theirs, name))
+        if kind == "sparse_svm":
+            np.testing.assert_array_equal(mine.scores(np.arange(2000.0)), theirs.scores(np.arange(2000.0)))
+    if kind == "sparse_svm":
+        np.testing.assert_array_equal(part.degrees, whole.degrees)  # the L2 weights count every node's rows
+    with pytest.raises(ValueError, match="rank 1 is outside 2..3"):
+        part.shard(1)

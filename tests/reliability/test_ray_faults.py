@@ -1,0 +1,279 @@
+"""Faults of the ray backend on a simulated cluster that this module starts once (3 nodes of 1 CPU) and runs
+join: a node lost mid-run (the run goes on, or restarts its group), a stalled node group, the parameter server
+lost, stop signals; and checkpoints that resume across backends."""
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from framework.train.checkpoint import load_checkpoint
+from run_configs import hogwild_config
+from reliability_support import (Train, children, cmdline, descendants, fast_config, run_cli, still_alive,
+                                 wait_for_file, wait_for_run_dir, wait_until, write_config)
+
+ray = pytest.importorskip("ray", reason="the ray backend's tests need Ray: pip install -e '.[ray]'")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from framework.train.backends.ray_cluster import FAST_HEALTH_CHECKS  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+NODES = 3
+
+
+@contextlib.contextmanager
+def sigterm_kept():
+    """Keep this process's SIGTERM handler: each node Ray starts here puts its own (an exit) in its place, which
+    the suite's forked children would inherit."""
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+
+
+def add_nodes(cluster, count: int) -> None:
+    with sigterm_kept():
+        for _ in range(count):
+            cluster.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A head without CPUs and NODES simulated nodes of 1 CPU, each its own raylet."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    with sigterm_kept():
+        made = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False, "object_store_memory": 100 << 20,
+            "_system_config": FAST_HEALTH_CHECKS})
+    add_nodes(made, NODES)
+    yield made
+    made.shutdown()
+
+
+@pytest.fixture
+def full_cluster(cluster):
+    """The module's cluster, with nodes added back up to NODES after a test removed some."""
+    yield cluster
+    add_nodes(cluster, NODES - len(cluster.worker_nodes))
+
+
+def ray_config(address: str, **sections) -> dict:
+    """2 node groups of 2 forked workers on the cluster at address, exchanging every 50 ms, checkpoint each 0.3 s."""
+    trainer = {"workers": 4, "backend": "ray", "max_seconds": 30, "checkpoint_every_s": 0.3,
+               "ray": {"address": address, "nodes": 2, "workers_per_node": 2, "timeout_s": 3},
+               **sections.pop("trainer", {})}
+    return fast_config(trainer=trainer, **sections)
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def _steps(run_dir: Path) -> int:
+    return load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"]
+
+
+def _groups(cluster) -> dict:
+    """{node: (pid of its node group actor, pids of that actor's worker processes)} for nodes that run a group."""
+    found = {}
+    for node in cluster.worker_nodes:
+        raylet = node.all_processes["raylet"][0].process.pid
+        for pid in children(raylet):
+            if cmdline(pid).startswith("ray::NodeGroup"):
+                found[node] = (pid, descendants(pid))
+    return found
+
+
+def _start(watch, tmp_path, logdir, config: dict) -> tuple[Train, Path]:
+    """train on config, once both groups run their workers and a checkpoint counts env steps."""
+    run = Train(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    run_dir = wait_for_run_dir(logdir)
+    wait_for_file(run_dir / "checkpoints" / "checkpoint.npz")
+    assert wait_until(lambda: _steps(run_dir) > 0, 60), f"the run made no env step:\n{run.stderr}"
+    return run, run_dir
+
+
+def _running_groups(cluster, count: int) -> dict:
+    groups = {}
+
+    def ready() -> bool:
+        nonlocal groups
+        groups = _groups(cluster)
+        return len(groups) == count and all(len(workers) >= 2 for _, workers in groups.values())
+
+    assert wait_until(ready, 30), f"expected {count} node groups with their workers, found {groups}"
+    return groups
+
+
+@pytest.mark.fault("R", "the raylet and processes of a node running a group killed (`remove_node`, not graceful), "
+                   "`on_worker_failure: abort`",
+                   "one line naming the group; the group's actor and workers gone; training goes on; SIGTERM ends it"
+                   " with exit 0 and `node_failures: 1`")
+def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
+    groups = _running_groups(full_cluster, 2)
+    node, (actor, workers) = next(iter(groups.items()))
+    full_cluster.remove_node(node, allow_graceful=False)
+    run.wait_for(r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$")
+    assert still_alive([actor, *workers], 10) == [], "the lost node's processes outlived it"
+    before = _steps(run_dir)
+    assert wait_until(lambda: _steps(run_dir) > before + 2000, 30), "no progress after the loss"
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["worker_restarts"] == 0
+    assert summary["stop_reason"] == "SIGTERM" and summary["failure"] is None
+    assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
+
+
+@pytest.mark.fault("R", "a node running a group killed, `on_worker_failure: restart`",
+                   "the group starts again on a live node (two groups run again), training goes on; "
+                   "`worker_restarts: 1`, `node_failures: 1`")
+def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_restart(watch, tmp_path, logdir,
+                                                                                    full_cluster):
+    config = ray_config(full_cluster.address, trainer={"on_worker_failure": "restart"})
+    run, run_dir = _start(watch, tmp_path, logdir, config)
+    groups = _running_groups(full_cluster, 2)
+    node = next(iter(groups))
+    full_cluster.remove_node(node, allow_graceful=False)
+    run.wait_for(r"was lost: ")
+    run.wait_for(r"^restarting the lost workers on another node with a new seed \(restart 1 of at most 10\)$")
+    _running_groups(full_cluster, 2)  # one on each of the two nodes left
+    before = _steps(run_dir)
+    assert wait_until(lambda: _steps(run_dir) > before + 2000, 30), "no progress after the restart"
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["worker_restarts"] == 1 and summary["failure"] is None
+
+
+@pytest.mark.fault("R", "SIGSTOP of a node group's actor (a hung node), `trainer.ray.timeout_s: 3`",
+                   "the group is declared lost after 3-10 s without an exchange; its processes are gone; the run "
+                   "goes on and ends with exit 0")
+def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
+    actor, workers = next(iter(_running_groups(full_cluster, 2).values()))
+    os.kill(actor, signal.SIGSTOP)  # a hung node: its processes stop answering
+    try:
+        match = run.wait_for(r"^node group \d \(workers \d-\d\) was lost: no exchange for ([\d.]+) s "
+                             r"\(trainer.ray.timeout_s\); 1 of 2 groups go on$", timeout=30)
+        assert 3 <= float(match.group(1)) < 10
+    finally:
+        os.kill(actor, signal.SIGCONT)
+    assert still_alive([actor, *workers], 15) == [], "the stalled group's processes outlived it"
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    assert _summary(run_dir)["node_failures"] == 1
+
+
+@pytest.mark.fault("R", "SIGKILL of the parameter server's actor mid-run",
+                   "exit 1 naming the server; the checkpoint holds the summary's counts; no group left; `--resume` "
+                   "with the local backend continues")
+def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
+    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
+    [server] = [pid for pid in children(head) if cmdline(pid).startswith("ray::ParameterServer")]
+    os.kill(server, signal.SIGKILL)
+    assert run.finish() == 1, run.stderr
+    assert "stopping the run: the parameter server was lost" in run.stderr
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == "backend failure" and summary["exit_code"] == 1
+    state = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    assert state["run"]["env_steps"] == summary["env_steps"] > 0
+    assert wait_until(lambda: not _groups(full_cluster), 15), "node groups outlived the run"
+    target = summary["env_steps"] + 3000  # a ray run's checkpoint resumes with the local backend
+    done = run_cli(watch, "--resume", run_dir, "--set", f"trainer.total_steps={target}",
+                   "--set", "trainer.backend=local")
+    assert done.returncode == 0, done.stderr
+    resumed = _summary(run_dir)
+    assert resumed["env_steps"] >= target and resumed["updates"] > summary["updates"]
+    assert resumed["wall_seconds"] > summary["wall_seconds"] and "node_failures" not in resumed
+
+
+@pytest.mark.fault("20", "`--resume` of a local run with `--set trainer.backend=ray` on a joined cluster",
+                   "counters, episodes and seeds' generations continue; the checkpoint holds the global parameters "
+                   "and a node's normalisation statistics, which went on from the local run's")
+def test_a_local_run_resumes_on_ray_with_its_counters_parameters_and_statistics(watch, tmp_path, logdir, full_cluster):
+    config = write_config(tmp_path / "c.yaml", fast_config(env={"normalize_obs": True},
+                                                           trainer={"workers": 4, "total_steps": 4000}))
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    run_dir = wait_for_run_dir(logdir)
+    before = _summary(run_dir)
+    saved = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.total_steps=12000", "--set", "trainer.backend=ray",
+                   "--set", f"trainer.ray.address={full_cluster.address}")
+    assert done.returncode == 0, done.stderr
+    after = _summary(run_dir)
+    assert after["env_steps"] >= 12000 and after["episodes"] > before["episodes"]
+    assert after["updates"] > before["updates"] and after["node_failures"] == 0 and after["exchanges"] > 0
+    resumed = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    assert resumed["run"]["generations"] == [2, 2, 2, 2]  # each rank's second start
+    moved = {k: not np.array_equal(saved["model"][k], resumed["model"][k]) for k in saved["model"]}
+    assert all(moved.values()), moved  # the driver's model follows the global parameters, and a node's normalisation statistics
+    assert resumed["model"]["obs_norm.count"][0] > saved["model"]["obs_norm.count"][0] > 4000 * 0.5
+
+
+@pytest.mark.fault("R", "SIGINT or SIGTERM to `train` on a joined cluster",
+                   "exit 0 with the signal as stop reason, a final checkpoint, every actor and worker of the run "
+                   "gone, the cluster's nodes untouched")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_writes_a_final_checkpoint_and_removes_every_actor(watch, tmp_path, logdir, full_cluster,
+                                                                         signum):
+    run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
+    groups = _running_groups(full_cluster, 2)
+    run.proc.send_signal(signum)
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == signal.Signals(signum).name
+    state = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
+    assert state["run"]["env_steps"] == summary["env_steps"] and summary["node_failures"] == 0
+    pids = [pid for actor, workers in groups.values() for pid in (actor, *workers)]
+    assert still_alive(pids, 15) == [], "processes of the run outlived it"
+    assert not _groups(full_cluster) and len(full_cluster.worker_nodes) == NODES  # the cluster itself stays
+
+
+@pytest.mark.fault("R", "none: Hogwild with its dataset sharded over 2 node groups",
+                   "the run reaches its target accuracy through the exchange")
+def test_hogwild_trains_on_shards_spread_over_the_nodes(watch, tmp_path, logdir, full_cluster):
+    config = hogwild_config(algorithm={"target_accuracy": 0.8}, trainer={
+        "workers": 4, "backend": "ray", "max_seconds": 60,
+        "ray": {"address": full_cluster.address, "nodes": 2, "workers_per_node": 2}})
+    done = run_cli(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    summary = _summary(wait_for_run_dir(logdir))
+    assert summary["stop_reason"] == "target_accuracy reached"
+    assert summary["evaluation"]["test_accuracy"] >= 0.75  # the final model: the groups' last deltas came after
+    assert summary["exchanges"] > 0 and summary["node_failures"] == 0
+
+
+@pytest.mark.fault("10", "`trainer.ray.nodes` larger than the joined cluster's nodes with a CPU",
+                   "exit 2, one line naming the key and the most allowed; no run directory")
+def test_more_nodes_than_the_cluster_has_is_refused_before_anything_is_written(watch, tmp_path, logdir, full_cluster):
+    config = ray_config(full_cluster.address, trainer={"workers": 8, "ray": {
+        "address": full_cluster.address, "nodes": 4, "workers_per_node": 2}})
+    done = run_cli(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    assert done.returncode == 2
+    assert done.stderr == ("train: error: config key 'trainer.ray.nodes': got 4; allowed: at most 3, the nodes with "
+                           "a CPU in the Ray cluster\n")
+    assert list(logdir.iterdir()) == []
+
+
+@pytest.mark.fault("R", "the only node running a group killed",
+                   "the run stops with exit 1 (`no workers left`), `node_failures: 1`, the final checkpoint written")
+def test_losing_the_only_node_group_stops_the_run_as_failed(watch, tmp_path, logdir, full_cluster):
+    config = ray_config(full_cluster.address, trainer={"workers": 2, "ray": {
+        "address": full_cluster.address, "nodes": 1, "workers_per_node": 2, "timeout_s": 3}})
+    run, run_dir = _start(watch, tmp_path, logdir, config)
+    node = next(iter(_running_groups(full_cluster, 1)))
+    full_cluster.remove_node(node, allow_graceful=False)
+    assert run.finish() == 1, run.stderr
+    run.wait_for(r"^stopping the run \(no workers left\): node group 0 \(workers 0-1\) was lost: .*; "
+                 r"0 of 1 groups go on$")
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["stop_reason"] == "worker failure"
+    assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"] == summary["env_steps"]

@@ -1,0 +1,47 @@
+"""The parameter server's exchange (a plain class: Ray only carries the calls): deltas add up, staleness counts
+the other groups' pushes, reports reach the driver once."""
+import numpy as np
+
+from framework.train.backends.ray_server import ParameterServer
+from framework.train.run_stats import STEPS
+
+
+def report(steps: int = 0, episodes=(), exits=(), optimizer=None, buffers=None) -> dict:
+    counters = np.zeros((2, 7), np.int64)
+    counters[0, STEPS] = steps
+    return {"counters": counters, "metric_sums": np.zeros((2, 3)), "episodes": list(episodes),
+            "exits": list(exits), "exchange_s": 0.5, "optimizer": optimizer, "buffers": buffers}
+
+
+def test_deltas_add_up_and_staleness_counts_the_other_groups_pushes():
+    server = ParameterServer(np.zeros(3, np.float32), steps_before=100)
+    _, a, _ = server.exchange(0, None, 0, report())  # registrations move nothing and count no exchange
+    _, b, _ = server.exchange(1, None, 0, report())
+    assert a == b == 0
+    params, a, steps = server.exchange(0, np.ones(3, np.float32), a, report(steps=10))
+    assert a == 1 and steps == 110 and params.tolist() == [1, 1, 1]
+    params, a, _ = server.exchange(0, np.ones(3, np.float32), a, report(steps=20))  # nobody pushed in between
+    params, b, steps = server.exchange(1, np.full(3, 2, np.float32), b, report(steps=5))  # 2 pushes since its pull
+    assert params.tolist() == [4, 4, 4] and b == 3 and steps == 125
+    state = server.state(params=True)
+    assert state["version"] == 3 and state["params"].tolist() == [4, 4, 4]
+    assert {g: (s["exchanges"], s["staleness"]) for g, s in state["groups"].items()} == {0: (2, 0), 1: (1, 2)}
+    params[:] = -1  # what a group got is its own copy
+    assert server.state(params=True)["params"].tolist() == [4, 4, 4]
+
+
+def test_episodes_exits_optimizer_state_and_buffers_reach_the_driver_once():
+    server = ParameterServer(np.zeros(2, np.float32), steps_before=0)
+    returns, lengths = np.array([9.0]), np.array([9.0])
+    server.exchange(0, None, 0, report(episodes=[(1, returns, lengths)], exits=[(1, False, "worker 1 ...", "tb")],
+                                       optimizer={"state": {}, "param_groups": []},
+                                       buffers={"obs_norm.count": np.array([7.0])}))
+    first = server.state(params=False)
+    group = first["groups"][0]
+    assert first["params"] is None and group["optimizer"] == {"state": {}, "param_groups": []}
+    assert group["buffers"]["obs_norm.count"].tolist() == [7.0]
+    assert group["episodes"][0][0] == 1 and group["exits"] == [(1, False, "worker 1 ...", "tb")]
+    assert group["exchange_s"] == 0.5 and group["silent_s"] >= 0
+    second = server.state(params=False)
+    again = second["groups"][0]
+    assert again["optimizer"] is again["buffers"] is None and again["episodes"] == again["exits"] == []
