@@ -240,14 +240,15 @@ def measure(seconds: float, part_seconds: float, quiet: float, patience_s: float
 
 # ---- the learning curve of a long run -------------------------------------------------------------------------
 def learning_curve(run_dir: Path) -> dict:
-    """(hours, env steps, mean of the last 100 returns) from a run's TensorBoard events, and its summary."""
+    """(hours since the first logged point, env steps, mean of the last 100 returns) from a run's TensorBoard
+    events, and its summary."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     summary = json.loads((run_dir / "summary.json").read_text())
     accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     accumulator.Reload()
     events = accumulator.Scalars("episode/return_window_mean")
-    start = summary["started_at"]
+    start = events[0].wall_time  # a resumed run's summary holds the start of its last part only
     return {"run": run_dir.name, "summary": summary, "hours": [(e.wall_time - start) / 3600 for e in events],
             "steps": [e.step for e in events], "returns": [e.value for e in events]}
 

@@ -134,7 +134,8 @@ class Monitor:
         self.checkpoint_file, self.summary_file, self.videos_dir = checkpoint_file, summary_file, videos_dir
         self.say, self.stop_signal, self.progress_stream = say, stop_signal, progress_stream
         self.target_return = self.algorithm.target_return(self.cfg)
-        self.seen = np.zeros(self.stats.workers, dtype=np.int64)
+        # Episodes already counted (a resumed run's restored total): their ring slots hold no returns.
+        self.seen = self.stats.snapshot().counters[:, EPISODES].astype(np.int64)
         self.interval_returns: list[np.ndarray] = []
         self.interval_lengths: list[np.ndarray] = []
         self.failed: str | None = None

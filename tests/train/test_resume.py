@@ -13,7 +13,7 @@ from framework.train import resume
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import ConfigError, validate
 from framework.train.run_dir import NewRunDir, RunError, write_atomically
-from train_cli import run_cli, snapshot
+from train_cli import run_cli, scalars, snapshot
 
 
 def _checkpoint(run_dir):
@@ -124,3 +124,13 @@ def test_a_new_run_directory_that_cannot_be_filled_is_removed_with_the_parents_m
     with pytest.raises(RunError, match=r"cannot create a run directory in '.*file/runs': Not a directory"):
         (tmp_path / "file").write_text("")
         NewRunDir(tmp_path / "file" / "runs", "exp")
+
+
+def test_a_resumed_run_counts_only_the_episodes_it_plays(run_copy):
+    """The restored episode total must not be read back as returns (zeros in the window: a negative target, as
+    Acrobot's or Pendulum's, would be met at once)."""
+    done = run_cli("train", "--resume", run_copy, "--set", "trainer.total_steps=8000",
+                   "--set", "trainer.target_return=null")
+    assert done.returncode == 0, done.stderr
+    assert min(scalars(run_copy, "episode/return_min")) >= 8  # a CartPole episode lasts at least 8 steps
+    assert min(scalars(run_copy, "episode/return_window_mean")) >= 8
