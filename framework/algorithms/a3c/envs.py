@@ -403,5 +403,7 @@ class EnvBatch:
                          episode_returns, episode_lengths)
 
     def close(self) -> None:
-        """Close every env."""
+        """Merge the steps' pending normalisation statistics, then close every env."""
+        if self.normalization is not None:
+            self.normalization.flush()
         self._envs.close()

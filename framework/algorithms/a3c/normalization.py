@@ -4,10 +4,15 @@
 batches into running statistics (Chan et al.'s parallel update). An
 `ActorCritic` built with `env.normalize_obs` or `env.normalize_reward` holds
 one per statistic, so they live where the model lives: in the run's shared
-memory (every worker updates the same statistics, lock-free like the
-parameters: a rare concurrent update may be lost, none is torn into a
-negative variance), in every checkpoint, and in the model that `evaluate` and
-`--resume` load.
+memory, in every checkpoint, and in the model that `evaluate` and `--resume`
+load.
+
+Every worker updates the same statistics, lock-free like the parameters. A
+worker gathers its steps' statistics locally (`BatchMoments`) and merges them
+into the shared ones once every `flush_every` steps (a rollout), so the
+read-merge-write of two workers rarely overlaps; when it does (a worker
+preempted inside it), the other's merges of that moment are lost, never torn
+into a negative variance.
 
 `Normalization` applies them to an `EnvBatch`'s steps. Observations become
 (obs - mean) / sqrt(var + eps), clipped to +-`env.clip_obs`. Rewards are
@@ -52,14 +57,12 @@ class RunningMeanStd(nn.Module):
 
     def update(self, batch: np.ndarray) -> None:
         """Merge the rows of a host batch into the statistics, in place."""
-        batch = np.asarray(batch, dtype=np.float64)
-        mean, var, count = self.statistics()
-        n = batch.shape[0]
-        delta = batch.mean(axis=0) - mean
-        total = count + n
-        new_var = (var * count + batch.var(axis=0) * n + delta * delta * (count * n / total)) / total
-        for buffer, value in ((self.mean, mean + delta * (n / total)), (self.var, new_var),
-                              (self.count, np.array([total]))):
+        self.merge(BatchMoments.of(batch))
+
+    def merge(self, moments: "BatchMoments") -> None:
+        """Merge another stream's moments into the statistics, in place (one read, one write)."""
+        mean, var, count = BatchMoments(*self.statistics()).merged(moments)
+        for buffer, value in ((self.mean, mean), (self.var, var), (self.count, np.array([count]))):
             buffer.data_array[...] = array_module(buffer.data_array).asarray(value)
 
     def std(self) -> np.ndarray:
@@ -70,30 +73,74 @@ class RunningMeanStd(nn.Module):
         return f"shape={tuple(self.mean.shape)}"
 
 
+class BatchMoments:
+    """Mean, population variance and count of a stream of rows, merged with Chan et al.'s parallel update."""
+
+    def __init__(self, mean: np.ndarray | float, var: np.ndarray | float, count: float):
+        self.mean, self.var, self.count = mean, var, count
+
+    @classmethod
+    def of(cls, batch: np.ndarray) -> "BatchMoments":
+        batch = np.asarray(batch, dtype=np.float64)
+        return cls(batch.mean(axis=0), batch.var(axis=0), batch.shape[0])
+
+    def merged(self, other: "BatchMoments") -> "BatchMoments":
+        if other.count == 0:
+            return self
+        total = self.count + other.count
+        delta = other.mean - self.mean
+        var = (self.var * self.count + other.var * other.count
+               + delta * delta * (self.count * other.count / total)) / total
+        return BatchMoments(self.mean + delta * (other.count / total), var, total)
+
+    def __iter__(self):
+        return iter((self.mean, self.var, self.count))
+
+
 class Normalization:
     """A model's normalisers applied to the steps of a batch of n envs (see the module docstring)."""
 
     def __init__(self, obs: RunningMeanStd | None, returns: RunningMeanStd | None, n: int, clip_obs: float,
-                 clip_reward: float, gamma: float, update: bool):
+                 clip_reward: float, gamma: float, update: bool, flush_every: int = 1):
         self.obs_stats, self.return_stats = obs, returns
         self.clip_obs, self.clip_reward, self.gamma, self.update = clip_obs, clip_reward, gamma, update
+        self.flush_every = flush_every
         self._returns = np.zeros(n)
+        self._pending: dict[RunningMeanStd, BatchMoments] = {}
+        self._pending_steps: dict[RunningMeanStd, int] = {}
 
     @classmethod
     def for_model(cls, model: Any, config: dict[str, Any], n: int, update: bool) -> "Normalization | None":
         """The normalisation of `model` (an ActorCritic) for n envs of config's env, or None when it has none."""
         if model.obs_norm is None and model.return_norm is None:
             return None
-        env = config["env"]
-        return cls(model.obs_norm, model.return_norm, n, env["clip_obs"], env["clip_reward"],
-                   config["algorithm"]["gamma"], update)
+        env, algorithm = config["env"], config["algorithm"]
+        return cls(model.obs_norm, model.return_norm, n, env["clip_obs"], env["clip_reward"], algorithm["gamma"],
+                   update, flush_every=algorithm["n_steps"])
+
+    def _gather(self, stats: RunningMeanStd, batch: np.ndarray) -> None:
+        """Add a step's rows to what `stats` has pending; merge them into it every `flush_every` steps."""
+        moments = BatchMoments.of(batch)
+        pending = self._pending.get(stats)
+        self._pending[stats] = moments if pending is None else pending.merged(moments)
+        self._pending_steps[stats] = self._pending_steps.get(stats, 0) + 1
+        if self._pending_steps[stats] >= self.flush_every:
+            stats.merge(self._pending.pop(stats))
+            del self._pending_steps[stats]
+
+    def flush(self) -> None:
+        """Merge every pending step into the shared statistics."""
+        for stats, moments in self._pending.items():
+            stats.merge(moments)
+        self._pending.clear()
+        self._pending_steps.clear()
 
     def observations(self, raw: np.ndarray, update: bool = True) -> np.ndarray:
         """A batch of observations normalised (float32), after merging it into the statistics when updating."""
         if self.obs_stats is None:
             return raw
         if update and self.update:
-            self.obs_stats.update(raw)
+            self._gather(self.obs_stats, raw)
         mean = to_host(self.obs_stats.mean.data_array)
         scaled = (raw - mean) / self.obs_stats.std()
         return np.clip(scaled, -self.clip_obs, self.clip_obs).astype(np.float32)
@@ -105,7 +152,7 @@ class Normalization:
             return raw
         self._returns = self._returns * self.gamma + raw
         if self.update:
-            self.return_stats.update(self._returns[:, None])
+            self._gather(self.return_stats, self._returns[:, None])
         scaled = np.clip(raw / self.return_stats.std()[0], -self.clip_reward, self.clip_reward)
         self._returns[done] = 0.0
         return scaled.astype(np.float32)

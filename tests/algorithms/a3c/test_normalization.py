@@ -110,15 +110,18 @@ def test_an_env_batch_normalises_what_it_steps_and_reports_episode_returns_in_th
         returns += b.episode_returns
         np.testing.assert_allclose(b.rewards, min(1.0 / model.return_norm.std()[0], 10.0), rtol=1e-5)
     assert returns  # episodes ended, reported in CartPole's units (1 per step)
+    mean, var, count = model.obs_norm.statistics()  # merged once per n_steps steps: the last few still pending
+    merged_steps = len(seen) - len(seen) % config["algorithm"]["n_steps"]
+    assert count == pytest.approx(4 * merged_steps, abs=1e-3)
+    np.testing.assert_allclose(normalised.obs, np.clip((raw.obs - mean) / np.sqrt(var + EPSILON), -10, 10),
+                               rtol=1e-5, atol=1e-6)
+    raw.close()
+    normalised.close()  # merges what is pending
     seen = np.concatenate(seen)
     mean, var, count = model.obs_norm.statistics()
     assert count == pytest.approx(len(seen), abs=1e-3)
     np.testing.assert_allclose(mean, seen.mean(axis=0), rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(var, seen.var(axis=0), rtol=1e-3)
-    np.testing.assert_allclose(normalised.obs, np.clip((raw.obs - mean) / np.sqrt(var + EPSILON), -10, 10),
-                               rtol=1e-5, atol=1e-6)
-    raw.close()
-    normalised.close()
 
 
 def test_evaluation_normalises_with_the_models_statistics():
