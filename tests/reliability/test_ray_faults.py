@@ -62,8 +62,9 @@ def full_cluster(cluster):
 
 
 def ray_config(address: str, **sections) -> dict:
-    """2 node groups of 2 forked workers on the cluster at address, exchanging every 50 ms, checkpoint each 0.3 s."""
-    trainer = {"workers": 4, "backend": "ray", "max_seconds": 30, "checkpoint_every_s": 0.3,
+    """2 node groups of 2 forked workers on the cluster at address, exchanging every 50 ms, checkpoint each 0.3 s;
+    the tests end the runs they start (max_seconds is only a backstop)."""
+    trainer = {"workers": 4, "backend": "ray", "max_seconds": 240, "checkpoint_every_s": 0.3,
                "ray": {"address": address, "nodes": 2, "workers_per_node": 2, "timeout_s": 3},
                **sections.pop("trainer", {})}
     return fast_config(trainer=trainer, **sections)
