@@ -94,13 +94,13 @@ def measure_exchange(floats_by_name: dict[str, int], reps: int) -> dict[str, dic
     """Per model: median and 90th percentile round trip from a node actor, and the server's throughput."""
     import ray
     from ray.cluster_utils import Cluster
-    from framework.train.backends.ray_cluster import FAST_HEALTH_CHECKS, HEAD, OBJECT_STORE_BYTES
+    from framework.train.backends.ray_cluster import HEAD, OBJECT_STORE_BYTES, SIMULATED_CLUSTER_CONFIG
     from framework.train.backends.ray_server import ParameterServer
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False,
-        "object_store_memory": OBJECT_STORE_BYTES, "_system_config": FAST_HEALTH_CHECKS})
+        "object_store_memory": OBJECT_STORE_BYTES, "_system_config": SIMULATED_CLUSTER_CONFIG})
     nodes = [cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, log_to_stderr=False)
              for _ in range(2)]
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)

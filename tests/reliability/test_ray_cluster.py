@@ -2,13 +2,14 @@
 exchange next to the run's metrics, stops on SIGTERM with a final checkpoint, and leaves nothing behind (no Ray
 process, no /dev/shm segment, no directory)."""
 import json
+import os
 import signal
 from pathlib import Path
 
 import pytest
 
 from framework.train.checkpoint import load_checkpoint
-from reliability_support import Train, run_cli, wait_for_file, wait_for_run_dir, wait_until
+from reliability_support import Train, children, cmdline, run_cli, wait_for_file, wait_for_run_dir, wait_until
 from train_cli import CONFIGS, scalars
 
 pytest.importorskip("ray", reason="the ray backend's tests need Ray: pip install -e '.[ray]'")
@@ -55,14 +56,24 @@ def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_no
     assert max(scalars(run_dir, "ray/group0/env_steps_per_s")) > 0 < max(scalars(run_dir, "ray/group1/env_steps_per_s"))
 
 
+def _niceness(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
 @pytest.mark.fault("R", "SIGTERM to `train` running its own simulated cluster",
-                   "exit 0 with SIGTERM as stop reason and a final checkpoint; the cluster's processes, directory "
-                   "and /dev/shm segments all gone")
+                   "the node groups and their workers run at train's niceness (not Ray's 15); exit 0 with SIGTERM "
+                   "as stop reason and a final checkpoint; the cluster's processes, directory and /dev/shm "
+                   "segments all gone")
 def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, logdir, nothing_left):
     run = Train(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
                 "--set", "trainer.target_return=null", "--set", "trainer.checkpoint_every_s=0.5")
     checkpoint = wait_for_file(wait_for_run_dir(logdir, timeout=120) / "checkpoints" / "checkpoint.npz")
     assert wait_until(lambda: load_checkpoint(checkpoint)["run"]["env_steps"] > 0, 60), run.stderr
+    groups = [pid for pid in watch.tagged() if cmdline(pid).startswith("ray::NodeGroup")]
+    assert len(groups) == 2, [cmdline(pid) for pid in watch.tagged()]
+    workers = [pid for group in groups for pid in children(group)]
+    assert len(workers) >= 4  # two per group, and multiprocessing's resource tracker
+    assert {_niceness(pid) for pid in groups + workers} == {_niceness(run.proc.pid)}
     run.proc.send_signal(signal.SIGTERM)
     assert run.finish() == 0, run.stderr
     summary = json.loads((checkpoint.parents[1] / "summary.json").read_text())

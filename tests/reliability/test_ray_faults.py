@@ -18,7 +18,7 @@ from reliability_support import (Train, children, cmdline, descendants, fast_con
 ray = pytest.importorskip("ray", reason="the ray backend's tests need Ray: pip install -e '.[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from framework.train.backends.ray_cluster import FAST_HEALTH_CHECKS  # noqa: E402
+from framework.train.backends.ray_cluster import SIMULATED_CLUSTER_CONFIG  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 NODES = 3
@@ -48,7 +48,7 @@ def cluster(tmp_path_factory):
     with sigterm_kept():
         made = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False, "object_store_memory": 100 << 20,
-            "_system_config": FAST_HEALTH_CHECKS})
+            "_system_config": SIMULATED_CLUSTER_CONFIG})
     add_nodes(made, NODES)
     yield made
     made.shutdown()
