@@ -31,6 +31,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "separate_value_body": ("model.shared_body=false",),
     "normalize_advantages": ("algorithm.normalize_advantages=true",),
     "entropy_0.01": ("algorithm.entropy_coef=0.01",),
+    "total_steps_20M": ("trainer.total_steps=20000000",),  # the 900 s budget binds, not the 5 M steps
 }
 """Each variant's overrides of the shipped config."""
 
