@@ -7,16 +7,18 @@
    compile replaced the hand-written array path. Goal: compiled <= 0.5x eager.
 2. A3C CartPole training (configs/a3c.yaml: 2 workers, 16 envs each, no return
    target so runs last the budget): env steps/s with `trainer.compile` true and
-   false, runs alternating, the rate read from TensorBoard's
+   false and `env.vectorize` true and false (one vector env or a loop of
+   envs), runs alternating, the rate read from TensorBoard's
    perf/env_steps_per_s after the first third of each run (past start-up);
-   against the environments alone stepping random actions in 2 processes.
+   against the environments alone, stepped alike, with random actions in 2
+   processes.
 3. Guards during real training: the same runs with
    HOGSHARE_LOGS=recompiles,graph_breaks,guards, counting from the workers' logs
    the graphs captured, every guard failure (with its reason) and every break;
    and one in-process worker (MLP and LSTM) whose counters after its first
    update (warm-up) and after the rest say whether any guard fired later.
 
-Writes experiments/results/compile.md. Bounded: about three minutes.
+Writes experiments/results/compile.md. Bounded: about five minutes.
 Run: python experiments/bench_compile.py [--seconds 15] [--runs 3]
 """
 from __future__ import annotations
@@ -105,11 +107,21 @@ def step_rows(rounds: int) -> list:
 
 # ---- 2 and 3. training ------------------------------------------------------------------------------------
 
-def train(compile_on: bool, seconds: float, logdir: Path) -> dict:
+SETTINGS = [(True, True), (False, True), (True, False), (False, False)]
+"""(trainer.compile, env.vectorize) of the training runs."""
+
+
+def setting_name(compile_on: bool, vectorize: bool) -> str:
+    return f"trainer.compile={str(compile_on).lower()}, env.vectorize={str(vectorize).lower()}"
+
+
+def train(compile_on: bool, vectorize: bool, seconds: float, logdir: Path) -> dict:
     """One CartPole run; its steady env steps/s and what the compiler logged in the workers."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOGSHARE_LOGS": "recompiles,graph_breaks,guards"}
     command = [sys.executable, "-m", "framework.train", "train", "--config", str(CONFIG), "--logdir", str(logdir),
-               "--set", f"trainer.compile={str(compile_on).lower()}", "--set", f"trainer.max_seconds={seconds}",
+               "--set", f"trainer.compile={str(compile_on).lower()}",
+               "--set", f"env.vectorize={str(vectorize).lower()}",
+               "--set", f"trainer.max_seconds={seconds}",
                "--set", "trainer.target_return=null", "--set", "logging.progress=false",
                "--set", "logging.log_every_s=0.5", "--set", "trainer.checkpoint_every_s=1000"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120, env=env, cwd=REPO)
@@ -133,9 +145,9 @@ def train(compile_on: bool, seconds: float, logdir: Path) -> dict:
     return {"rate": statistics.median(rates[len(rates) // 3:]), "logs": logs}
 
 
-def _step_envs(seconds: float, queue: "multiprocessing.Queue") -> None:
+def _step_envs(seconds: float, vectorize: bool, queue: "multiprocessing.Queue") -> None:
     from framework.algorithms.a3c.envs import EnvBatch
-    envs = EnvBatch("CartPole-v1", {}, 16, seed=0)
+    envs = EnvBatch("CartPole-v1", {}, 16, seed=0, vectorize=vectorize)
     rng = np.random.default_rng(0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -145,11 +157,11 @@ def _step_envs(seconds: float, queue: "multiprocessing.Queue") -> None:
     envs.close()
 
 
-def envs_alone(seconds: float, processes: int = 2) -> float:
+def envs_alone(seconds: float, vectorize: bool, processes: int = 2) -> float:
     """Env steps/s of EnvBatch(16 CartPole envs) stepping random actions in `processes` processes at once."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    workers = [context.Process(target=_step_envs, args=(seconds, queue)) for _ in range(processes)]
+    workers = [context.Process(target=_step_envs, args=(seconds, vectorize, queue)) for _ in range(processes)]
     for w in workers:
         w.start()
     total = sum(queue.get() for _ in workers)
@@ -209,25 +221,28 @@ def main() -> None:
     steps = step_rows(args.rounds)
     print(markdown_table(STEP_HEADER, steps), flush=True)
 
-    rates = {True: [], False: []}
+    rates: dict[tuple[bool, bool], list[float]] = {setting: [] for setting in SETTINGS}
     logs: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.runs):
-            for compile_on in (True, False):
-                result = train(compile_on, args.seconds, Path(tmp) / f"{compile_on}-{run}")
-                rates[compile_on].append(result["rate"])
+            for compile_on, vectorize in SETTINGS:
+                result = train(compile_on, vectorize, args.seconds, Path(tmp) / f"{compile_on}-{vectorize}-{run}")
+                rates[compile_on, vectorize].append(result["rate"])
                 if compile_on:
                     logs.update(result["logs"])
-                print(f"compile={compile_on}: {result['rate']:.0f} env steps/s", flush=True)
-    alone = envs_alone(5.0)
+                print(f"{setting_name(compile_on, vectorize)}: {result['rate']:.0f} env steps/s", flush=True)
+    alone = {vectorize: envs_alone(5.0, vectorize) for vectorize in (True, False)}
     vector = vector_entry_point(5.0)
-    on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    rows = []
+    for (compile_on, vectorize), runs in rates.items():
+        median = statistics.median(runs)
+        rows.append([setting_name(compile_on, vectorize), f"{median:,.0f}", ", ".join(f"{r:,.0f}" for r in runs),
+                     f"{median / alone[vectorize]:.0%}"])
+    rows += [["environments alone: EnvBatch, 16 envs as one vector env, 2 processes", f"{alone[True]:,.0f}", "",
+              "100%"],
+             ["environments alone: EnvBatch, a loop of 16 envs, 2 processes", f"{alone[False]:,.0f}", "", "100%"]]
     training = markdown_table(
-        ["setting", "env steps/s (median of runs)", "runs", "share of the envs alone"],
-        [["trainer.compile=true", f"{on:,.0f}", ", ".join(f"{r:,.0f}" for r in rates[True]), f"{on / alone:.0%}"],
-         ["trainer.compile=false", f"{off:,.0f}", ", ".join(f"{r:,.0f}" for r in rates[False]),
-          f"{off / alone:.0%}"],
-         ["environments alone (EnvBatch, 16 envs, 2 processes)", f"{alone:,.0f}", "", "100%"]])
+        ["setting", "env steps/s (median of runs)", "runs", "share of the envs alone, stepped alike"], rows)
     guard_rows = [[message, count] for message, count in sorted(logs.items())]
     counters = worker_counters(False, 40) + worker_counters(True, 10)
     finished = load()
@@ -243,11 +258,10 @@ def main() -> None:
         "array path (`Module.forward_array`); NumPy by hand is that path's arithmetic alone, the floor any "
         "acting path pays (the array path added its method calls on top).",
         f"## A3C CartPole training, {args.seconds:g} s runs\n\n" + training +
-        f"\n\nThe environments alone: EnvBatch stepping 16 CartPole envs in a loop with random actions, in "
-        f"2 processes at once (the workers' layout). gymnasium's vector entry point (CartPoleVectorEnv, 16 "
-        f"envs) steps {vector:,.0f} steps/s in one process here; EnvBatch on this branch steps envs in a loop "
-        "(the vector-env EnvBatch had not landed in main when this was measured), so vector envs on/off could "
-        "not be compared.",
+        f"\n\nThe environments alone: EnvBatch stepping 16 CartPole envs with random actions, in 2 processes at "
+        f"once (the workers' layout), as one vector env (gymnasium's CartPoleVectorEnv, resetting in the same "
+        f"step) or as a loop of envs. gymnasium's CartPoleVectorEnv itself (16 envs, NEXT_STEP resets) steps "
+        f"{vector:,.0f} steps/s in one process here. Goal: training at 80% or more of the environments alone.",
         "## Guards in real training (the workers' HOGSHARE_LOGS, all compile=true runs)\n\n" +
         markdown_table(["event", "count"], guard_rows or [["no graph captured", 0]]) +
         "\n\nEach worker captures its three graphs (acting policy, rollout forward, loss) once; any "

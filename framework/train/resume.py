@@ -6,12 +6,12 @@ of the run or is refused (exit code 2, naming the key); none is ignored.
 
 - Applied: budgets, intervals and everything else of `trainer` (workers,
   device, start method, sharing strategy, ...), `logging` (but `logdir`), the
-  algorithm's hyperparameters, `env.envs_per_worker`, `seed` (each worker start
-  gets a fresh seed anyway), and every option of the optimizer: lr, betas,
-  eps, weight_decay, momentum, alpha and the lr schedule. The checkpoint
-  brings the optimizer's state (moments, step counts), the config its
-  options; a state array the new options no longer keep (momentum set to 0)
-  is dropped, and a line says so.
+  algorithm's hyperparameters, `env.envs_per_worker`, `env.vectorize`,
+  `seed` (each worker start gets a fresh seed anyway), and every option of
+  the optimizer: lr, betas, eps, weight_decay, momentum, alpha and the lr
+  schedule. The checkpoint brings the optimizer's state (moments, step
+  counts), the config its options; a state array the new options no longer
+  keep (momentum set to 0) is dropped, and a line says so.
 - Refused (FIXED): what the checkpoint's contents were made with or for,
   which a resume cannot change without meaning another run: the algorithm,
   the optimizer's kind, the model, the environment (`env.id`, `env.kwargs`,

@@ -3,8 +3,8 @@
 
 SameStepCartPole-v0 is CartPole-v1 whose vector entry point is gymnasium's SyncVectorEnv with SAME_STEP
 autoreset (so its steps must equal a loop of CartPole-v1 envs seeded alike), SameStepRaisingCartPole-v0
-the same over fault_envs' RaisingCartPole; NextStepCartPole-v0 has gymnasium's NEXT_STEP-only
-CartPoleVectorEnv. Frames-v0 gives uint8 image observations, for the uint8 path.
+the same over fault_envs' RaisingCartPole; NextStepCartPole-v0's is a SyncVectorEnv that only
+autoresets on the next call. Frames-v0 gives uint8 image observations, for the uint8 path.
 """
 import gymnasium as gym
 import numpy as np
@@ -18,6 +18,13 @@ def same_step(env_id: str):
     def make(num_envs: int, autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP, **kwargs):
         return SyncVectorEnv([lambda: gym.make(env_id, **kwargs) for _ in range(num_envs)],
                              autoreset_mode=autoreset_mode)
+    return make
+
+
+def next_step(env_id: str):
+    """A vector entry point: num_envs gym.make(env_id) envs in a SyncVectorEnv that autoresets on the next call."""
+    def make(num_envs: int, **kwargs):
+        return SyncVectorEnv([lambda: gym.make(env_id, **kwargs) for _ in range(num_envs)])
     return make
 
 
@@ -41,5 +48,5 @@ gym.register("SameStepCartPole-v0", entry_point="gymnasium.envs.classic_control:
 gym.register("SameStepRaisingCartPole-v0", entry_point=fault_envs.RaisingCartPole, max_episode_steps=500,
              vector_entry_point=same_step("RaisingCartPole-v0"))
 gym.register("NextStepCartPole-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=500,
-             vector_entry_point="gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv")
+             vector_entry_point=next_step("CartPole-v1"))
 gym.register("Frames-v0", entry_point=Frames, max_episode_steps=50)

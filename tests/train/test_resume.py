@@ -53,7 +53,7 @@ def test_changes_a_resume_cannot_make_are_refused_naming_the_key(run_copy, overr
 def test_check_changes_allows_everything_else():
     trained = validate({})
     resumed = validate({"seed": 7, "trainer": {"workers": 3, "total_steps": 10, "start_method": "fork"},
-                        "algorithm": {"gamma": 0.9}, "env": {"envs_per_worker": 2},
+                        "algorithm": {"gamma": 0.9}, "env": {"envs_per_worker": 2, "vectorize": False},
                         "optimizer": {"lr": 0.1, "momentum": 0.5, "lr_decay": "linear"},
                         "logging": {"tensorboard": False}})
     resume.check_changes(trained, resumed)

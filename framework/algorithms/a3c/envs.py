@@ -13,9 +13,11 @@ games in C++ with the preprocessing built in (its speed against the Python
 wrapper chain is in experiments/results/atari.md). Elsewhere n envs are
 stepped in a Python loop. Both give the same steps: the reset observation
 right after the step that ended an episode, the last observation before it
-for bootstrapping on truncation. A NEXT_STEP-only vector env (gymnasium's
-CartPoleVectorEnv) is not used: it reports the reset observation one call
-later, when every other env has moved on too, and cannot reset one env alone.
+for bootstrapping on truncation. A NEXT_STEP-only vector env is not used: it
+reports the reset observation one call later, when every other env has moved
+on too, and cannot reset one env alone. CartPole's (gymnasium's
+CartPoleVectorEnv) is, in the version that resets in the same step
+(`cartpole_vector`). `vectorize=False` (`env.vectorize: false`) always loops.
 
 A batch made with `render=True` (to record episodes) is always a loop of envs
 built with render_mode="rgb_array": its `frames` hold each env's screen after
@@ -34,6 +36,7 @@ reports episode returns in the environment's own units.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -44,13 +47,19 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+from framework.algorithms.a3c.cartpole_vector import SameStepCartPoleVectorEnv
 from framework.algorithms.a3c.normalization import Normalization
 
 ATARI_ID = "hogshare/Atari-v0"
+
+SAME_STEP_VERSIONS = {CartPoleVectorEnv: SameStepCartPoleVectorEnv}
+"""Vector entry points that reset one call late (NEXT_STEP), and the version of each that resets in the same
+step: EnvBatch uses the latter in their place."""
 
 EXTRAS = {"box2d": ("Box2D", "pygame"), "atari": ("ale_py", "cv2")}
 """The optional extras (pyproject.toml) that some environments need, and the modules each one installs."""
@@ -255,13 +264,15 @@ class _VectorEnvs:
             return None
         creator = load_env_creator(spec.vector_entry_point) if isinstance(spec.vector_entry_point, str) \
             else spec.vector_entry_point
+        creator = SAME_STEP_VERSIONS.get(creator, creator)
         kwargs = dict(kwargs or {})
         if "autoreset_mode" in inspect.signature(creator).parameters:
             kwargs["autoreset_mode"] = AutoresetMode.SAME_STEP
         elif getattr(creator, "metadata", {}).get("autoreset_mode") != AutoresetMode.SAME_STEP:
             return None
         try:
-            vector_env = gym.make_vec(name, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
+            vector_env = gym.make_vec(dataclasses.replace(spec, vector_entry_point=creator), num_envs=n,
+                                      vectorization_mode="vector_entry_point", **kwargs)
         except TypeError:  # arguments that only the single env takes
             return None
         except Exception as exc:
@@ -312,15 +323,16 @@ class EnvBatch:
     Box observations keep their shape, Discrete ones become one-hot vectors.
     Discrete actions are ints, Box actions are clipped to the space's bounds.
     With `normalization`, observations and rewards are normalised (see the module docstring).
-    With render, `frames` holds each env's latest screen (see the module docstring).
+    With render, `frames` holds each env's latest screen (see the module docstring). With vectorize false the
+    envs are a loop even where a vector env would serve.
     """
 
     def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0,
-                 normalization: Normalization | None = None, render: bool = False):
+                 normalization: Normalization | None = None, render: bool = False, vectorize: bool = True):
         self.env_id, self.rank, self.normalization = env_id, rank, normalization
         if render:  # offscreen: pygame's SDL then opens no window and looks for no display
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        vector = None if render else _VectorEnvs.build(env_id, kwargs, n, rank)
+        vector = _VectorEnvs.build(env_id, kwargs, n, rank) if vectorize and not render else None
         self.vectorized = vector is not None
         self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank, render)
         self._n = n

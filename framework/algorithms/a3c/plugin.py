@@ -93,6 +93,7 @@ class A3C(Algorithm):
             "id": Field("str", "CartPole-v1", check=env_id_problem),
             "kwargs": Field("mapping", {}),
             "envs_per_worker": Field("int", 4, low=1, high=4096),
+            "vectorize": Field("bool", True),
             "normalize_obs": Field("bool", False),
             "clip_obs": Field("float", 10.0, low=0.0, low_open=True),
             "normalize_reward": Field("bool", False),
@@ -143,7 +144,8 @@ class A3C(Algorithm):
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
         """Greedy episodes (most likely action, or the mean action), one per environment in a batch."""
         envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
-                        normalization=Normalization.for_model(model, config, episodes, update=False))
+                        normalization=Normalization.for_model(model, config, episodes, update=False),
+                        vectorize=config["env"]["vectorize"])
         returns = np.full(episodes, np.nan)
         try:
             for out in _greedy_steps(model, envs):
@@ -158,8 +160,9 @@ class A3C(Algorithm):
 
     def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
         """evaluate's episodes, one at a time in an environment that renders rgb_array frames: episode i is
-        seeded with seed + i, as there, so they are the same episodes where evaluate's batch is a loop of envs
-        (everywhere but a vector env such as Atari's)."""
+        seeded with seed + i, as there, so they are the same episodes wherever evaluate's envs are seeded one by
+        one: a loop of envs, or CartPole's vector env (not Atari's, whose no-op counts have a generator of their
+        own)."""
         returns: list[float] = []
         for i in range(episodes):
             try:

@@ -76,7 +76,8 @@ class Worker:
         framework.manual_seed(ctx.seed)  # the action noise comes from framework's generator for the device
         n = cfg["env"]["envs_per_worker"]
         self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], n, seed=ctx.seed % (2**31), rank=ctx.rank,
-                             normalization=Normalization.for_model(ctx.model, cfg, n, update=True))
+                             normalization=Normalization.for_model(ctx.model, cfg, n, update=True),
+                             vectorize=cfg["env"]["vectorize"])
         self.local = local.to(self.device)
         self.local_arena = self.local.pack_parameters()
         self.shared_arena = ctx.model.arena

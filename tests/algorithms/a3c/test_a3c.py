@@ -219,6 +219,19 @@ def test_compiled_updates_equal_eager_ones_and_stop_recompiling(sections):
     assert compiler.counters["cache_hits"] > warm["cache_hits"] and compiler.counters["captures"] >= graphs
 
 
+def test_a_worker_steps_cartpole_as_one_vector_env_or_a_loop_with_the_same_updates():
+    """env.vectorize picks how the worker's envs are stepped, not what they give: the same rollouts, the same
+    parameters after the same updates."""
+    shared = {}
+    for vectorize in (True, False):
+        worker, model, _ = _worker(env={"vectorize": vectorize}, trainer={"compile": False})
+        assert worker.envs.vectorized == vectorize
+        for _ in range(40):  # long enough for episodes to end and restart
+            worker.update()
+        shared[vectorize] = model.arena.data.copy()
+    np.testing.assert_array_equal(shared[True], shared[False])
+
+
 def test_local_model_syncs_from_the_shared_arena():
     worker, model, _ = _worker()
     model.arena.data[...] = 0.25

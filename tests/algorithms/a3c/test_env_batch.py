@@ -1,10 +1,14 @@
 """EnvBatch: batched stepping, auto-reset, truncation vs termination, spaces, and env errors; the vector path
-(one vector env) against the loop of envs, and ale-py's AtariVectorEnv against the wrapper chain."""
+(one vector env: CartPole's own, in the version that resets in the same step) against the loop of envs, and
+ale-py's AtariVectorEnv against the wrapper chain."""
 import importlib.util
 
 import numpy as np
 import pytest
 
+from gymnasium.vector import AutoresetMode
+
+from framework.algorithms.a3c.cartpole_vector import SameStepCartPoleVectorEnv
 from framework.algorithms.a3c.envs import EnvBatch, EnvError, env_id_problem, make_env
 
 
@@ -95,8 +99,11 @@ def _steps(batch, actions):
 @pytest.mark.parametrize("kwargs", [{}, {"max_episode_steps": 7}], ids=["terminations", "truncations"])
 def test_vector_and_loop_paths_report_the_same_steps(kwargs):
     actions = np.random.default_rng(0).integers(0, 2, (60, 3))
-    vector = EnvBatch("vector_envs:SameStepCartPole-v0", kwargs, 3, seed=5)
-    loop = EnvBatch("CartPole-v1", kwargs, 3, seed=5)
+    _assert_same_steps(EnvBatch("vector_envs:SameStepCartPole-v0", kwargs, 3, seed=5),
+                       EnvBatch("CartPole-v1", kwargs, 3, seed=5, vectorize=False), actions, kwargs)
+
+
+def _assert_same_steps(vector, loop, actions, kwargs):
     assert vector.vectorized and not loop.vectorized
     ours, theirs = _steps(vector, actions), _steps(loop, actions)
     for a, b in zip(ours, theirs):
@@ -105,10 +112,35 @@ def test_vector_and_loop_paths_report_the_same_steps(kwargs):
     assert ended and (kwargs == {} or set(ended) == {7})  # episodes did end, by the time limit where set
 
 
-def test_next_step_vector_envs_are_not_used():
-    """CartPole-v1's own vector env autoresets on the next call only: the loop keeps today's steps."""
-    assert not EnvBatch("CartPole-v1", {}, 2, seed=0).vectorized
+@pytest.mark.parametrize("kwargs", [{}, {"max_episode_steps": 7}], ids=["terminations", "truncations"])
+def test_cartpole_steps_as_gymnasiums_vector_env_what_the_loop_steps(kwargs):
+    """CartPole-v1's own vector env (CartPoleVectorEnv), in the version that resets in the same step, steps
+    the episodes a loop of CartPoleEnv seeded alike steps, to the bit."""
+    actions = np.random.default_rng(1).integers(0, 2, (400, 3))
+    vector = EnvBatch("CartPole-v1", kwargs, 3, seed=11)
+    assert isinstance(vector._envs.vector_env, SameStepCartPoleVectorEnv)
+    _assert_same_steps(vector, EnvBatch("CartPole-v1", kwargs, 3, seed=11, vectorize=False), actions, kwargs)
+
+
+def test_the_same_step_cartpole_reports_the_last_observation_and_refuses_next_step():
+    env = SameStepCartPoleVectorEnv(2, max_episode_steps=3)
+    first, _ = env.reset(seed=4)
+    for _ in range(2):
+        observations, rewards, terminated, truncated, info = env.step(np.array([0, 1]))
+        assert "final_obs" not in info
+    observations, rewards, terminated, truncated, info = env.step(np.array([0, 1]))
+    assert truncated.all() and rewards.tolist() == [1.0, 1.0] and info["_final_obs"].all()
+    assert np.abs(observations).max() <= 0.05 < np.abs(info["final_obs"]).max()  # reset states; the last ones
+    observations, rewards, terminated, truncated, info = env.step(np.array([0, 1]))  # no throw-away call
+    assert rewards.tolist() == [1.0, 1.0] and not (terminated | truncated).any()
+    with pytest.raises(ValueError, match="resets in the same step"):
+        SameStepCartPoleVectorEnv(2, autoreset_mode=AutoresetMode.NEXT_STEP)
+
+
+def test_next_step_vector_envs_and_vectorize_false_loop():
+    """A vector env that autoresets on the next call only is not used; vectorize=False never uses one."""
     assert not EnvBatch("vector_envs:NextStepCartPole-v0", {}, 2, seed=0).vectorized
+    assert not EnvBatch("CartPole-v1", {}, 2, seed=0, vectorize=False).vectorized
 
 
 def test_vector_env_that_raises_names_env_and_worker():
