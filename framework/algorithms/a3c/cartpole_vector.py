@@ -43,9 +43,8 @@ class SameStepCartPoleVectorEnv(CartPoleVectorEnv):
         """Every env anew: env i's state from its generator, seeded with seed + i (from the vector env's own
         generator when seed is None)."""
         super().reset(seed=seed, options=options)  # the bounds (options), counters and vector generator
-        seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
-        if seed is None:
-            seeds = [int(s) for s in self.np_random.integers(2**62, size=self.num_envs)]
+        seeds = range(seed, seed + self.num_envs) if seed is not None else \
+            self.np_random.integers(2**62, size=self.num_envs).tolist()
         self._env_random = [seeding.np_random(s)[0] for s in seeds]
         for i in range(self.num_envs):
             self._draw(i)
@@ -58,9 +57,9 @@ class SameStepCartPoleVectorEnv(CartPoleVectorEnv):
         self.prev_done[:] = False  # reset below, not on the next call
         if not done.any():
             return observations, rewards, terminated, truncated, info
-        for i in np.flatnonzero(done):
-            self._draw(int(i))
-            self.steps[i] = 0
+        for i in np.flatnonzero(done).tolist():
+            self._draw(i)
+        self.steps[done] = 0
         info = {**info, "final_obs": observations, "_final_obs": done}
         return self.state.T.astype(np.float32), rewards, terminated, truncated, info
 
