@@ -56,8 +56,8 @@ def measure(task: Task, name: str, seeds: range, seconds: float) -> dict:
         runs.append({"seed": seed, "stop_reason": s["stop_reason"], "wall_seconds": s["wall_seconds"],
                      "mean_return": s["mean_return"], "env_steps": s["env_steps"],
                      "steps_per_second": s["steps_per_second"]})
-    return {"overrides": list(VARIANTS[name]), "budget_seconds": seconds, "load": f"{started} to {load()}",
-            "runs": runs}
+    return {"overrides": list(VARIANTS[task.name][name]), "budget_seconds": seconds,
+            "load": f"{started} to {load()}", "runs": runs}
 
 
 def row(name: str, variant: dict) -> list[str]:
