@@ -51,9 +51,10 @@ BEFORE = "f79e0ba"
 """main before issue 16: the whole model per time step, convolutions by tensordot, one env per worker."""
 ISSUE_BEFORE = {"env_ms": 0.44, "act_ms": 0.34, "learn_ms": 59 / 21, "torch_learn_ms": 39 / 21}
 """The breakdown as filed in issue 16 (per env step, one env per worker; the rollout's 21 frames)."""
-REFERENCE_SETTINGS = {"model.lstm": True, "algorithm.n_steps": 20}
-"""The reference's network and n-step (fixed in torch_a3c_atari.py), as config overrides: the ratio and the
-breakdowns are taken with them."""
+REFERENCE_N_STEPS = 20
+REFERENCE_SETTINGS = ("model.lstm=true", f"algorithm.n_steps={REFERENCE_N_STEPS}")
+"""The reference's network and n-step (fixed in torch_a3c_atari.py), as `--set` overrides of the Pong config:
+the ratio and the breakdowns are taken with them."""
 TARGET_RATIO, TARGET_ENV_SHARE = 2.0, 0.40
 SPEED_JSON = RESULTS / "atari_speed.json"
 TORCH_LINE = re.compile(r"wall=(?P<wall>[\d.]+)s steps=(?P<steps>\d+) steps_per_s=(?P<sps>\d+) "
@@ -108,22 +109,17 @@ def breakdown(seconds: float) -> dict:
     """Milliseconds per env step of one worker built in this process from the checkout on sys.path (its own
     configs/a3c_pong.yaml, one worker): env step, acting forward, rollout forward+backward, whole update."""
     import numpy as np
-    import yaml
 
     import framework
     from framework import algorithms
     from framework.algorithms.a3c.worker import Worker
     from framework.algorithms.base import WorkerContext
-    from framework.train.config import validate
+    from framework.train.config import load_config
     from framework.train.run_stats import RunStats
 
     a3c = algorithms.get("a3c")
-    raw = yaml.safe_load((Path(framework.__file__).resolve().parent.parent / "configs" / "a3c_pong.yaml").read_text())
-    raw["trainer"]["workers"] = 1
-    for key, value in REFERENCE_SETTINGS.items():
-        section, name = key.split(".")
-        raw[section][name] = value
-    config = validate(raw)
+    config = load_config(Path(framework.__file__).resolve().parent.parent / "configs" / "a3c_pong.yaml",
+                         ["trainer.workers=1", *REFERENCE_SETTINGS])
     shared = a3c.build_model(config).share_memory()
     optimizer = a3c.build_optimizer(shared, config).share_memory()
     stats = RunStats(1, a3c.metrics)
@@ -186,13 +182,13 @@ def before_checkout(into: Path) -> Path | None:
 
 
 # ---- training: hogshare and the reference --------------------------------------------------------------------
-def train_ours(seconds: float, logdir: Path, settings: dict | None = None) -> dict:
+def train_ours(seconds: float, logdir: Path, settings: tuple[str, ...] = ()) -> dict:
     """`train` with the Pong config and 2 workers for `seconds` (with the `settings` overrides); its summary."""
     command = [sys.executable, "-m", "framework.train", "train", "--config", str(CONFIG), "--logdir", str(logdir),
                "--set", "trainer.workers=2", "--set", f"trainer.max_seconds={seconds}",
                "--set", "logging.progress=false"]
-    for key, value in (settings or {}).items():
-        command += ["--set", f"{key}={json.dumps(value)}"]
+    for setting in settings:
+        command += ["--set", setting]
     started = load()
     done = subprocess.run(command, capture_output=True, text=True, env=with_checkout(REPO), timeout=seconds + 600)
     if done.returncode != 0:
@@ -228,7 +224,7 @@ def measure(seconds: float, part_seconds: float, quiet: float, patience_s: float
     config = yaml.safe_load(CONFIG.read_text())
     envs = config["env"]["envs_per_worker"]
     speed = {"seconds": seconds, "envs_per_worker": envs, "before_commit": BEFORE,
-             "n_steps": REFERENCE_SETTINGS["algorithm.n_steps"], "shipped_n_steps": config["algorithm"]["n_steps"],
+             "n_steps": REFERENCE_N_STEPS, "shipped_n_steps": config["algorithm"]["n_steps"],
              "shipped_lstm": config["model"]["lstm"]}
     wait_for_quiet(quiet, patience_s)
     speed["env"] = env_alone(part_seconds, envs)
@@ -347,8 +343,9 @@ def speed_sections(speed: dict) -> list[str]:
     envs = speed["envs_per_worker"]
     alone_wrappers, alone_vector = 2 * env["wrappers"], 2 * env["vector"]
     ratio = ours_sps / torch_sps if torch_sps else None
-    rows = [[f"hogshare `train --config configs/a3c_pong.yaml --set trainer.workers=2 --set model.lstm=true --set "
-             f"algorithm.n_steps={speed['n_steps']}` ({envs} envs per worker)", f"{ours_sps:,.0f}", ours["load"]],
+    sets = "".join(f" --set {setting}" for setting in REFERENCE_SETTINGS)
+    rows = [[f"hogshare `train --config configs/a3c_pong.yaml --set trainer.workers=2{sets}` ({envs} envs per "
+             "worker)", f"{ours_sps:,.0f}", ours["load"]],
             ["PyTorch A3C, same network and n-step, one env per worker (`torch_a3c_atari.py 2 "
              f"{speed['seconds']:.0f}`)", "n/a" if torch is None else f"{torch_sps:,.0f}",
              "n/a" if torch is None else torch["load"]]]
@@ -370,8 +367,7 @@ def speed_sections(speed: dict) -> list[str]:
     for name, b in (("before (main at " + speed["before_commit"] + ", this run)", speed["before"]),
                     ("after (this checkout)", speed["after"])):
         if b is None:
-            rows.append([name, f"n/a ({speed.get('before_error', 'not run')})" if "before" in name else "n/a",
-                         "", "", "", "", "", ""])
+            rows.append([name, f"n/a ({speed.get('before_error', 'not run')})", "", "", "", "", "", ""])
             continue
         rows.append([name, b["envs"], f"{b['env_ms']:.3f}", f"{b['act_ms']:.3f}", f"{b['learn_ms']:.3f}",
                      f"{b['other_ms']:.3f}", f"{b['update_ms']:.3f}", b["load"]])
@@ -455,7 +451,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     if args.skip_speed:
         speed = json.loads(SPEED_JSON.read_text())
-        speed.setdefault("n_steps", REFERENCE_SETTINGS["algorithm.n_steps"])  # figures kept before it was recorded
+        speed.setdefault("n_steps", REFERENCE_N_STEPS)  # figures kept before it was recorded
     else:
         speed = {**measure(args.seconds, args.part_seconds, args.quiet_load, args.patience), "command": this_command()}
         SPEED_JSON.write_text(json.dumps(speed, indent=2) + "\n")

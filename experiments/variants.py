@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from pathlib import Path
 
 from common import RESULTS, load, markdown_table, write_result
 from learning import TASKS, Task, available, mean_std, run_seed
@@ -41,10 +40,6 @@ VARIANTS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 """Per task, each variant's overrides of the shipped config."""
-
-
-def store_path(task: str) -> Path:
-    return RESULTS / f"{task}_variants.json"
 
 
 def measure(task: Task, name: str, seeds: range, seconds: float) -> dict:
@@ -87,7 +82,7 @@ def main() -> None:
     unknown = sorted(set(chosen) - set(variants))
     if unknown:
         parser.error(f"argument --variants: got {', '.join(unknown)}; allowed: {', '.join(variants)}")
-    store_file = store_path(task.name)
+    store_file = RESULTS / f"{task.name}_variants.json"
     store = json.loads(store_file.read_text()) if store_file.exists() else {}
     for name in chosen:
         store[name] = measure(task, name, range(args.first_seed, args.first_seed + args.seeds), args.seconds)
