@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import random
 import re
 import statistics
 import subprocess
 import sys
 import time
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -48,6 +50,45 @@ FAN, FAN_MESSAGES = 4, 2048  # processes on the wide side, messages per process 
 BATCH = 32
 BLOCK = 25  # round trips of one case in a row: the same message again and again, as a worker sends its parameters
 TIMEOUT_S = 120  # a message this late means a worker died: fail rather than hang
+CONTROL_US = 4.0  # the control message's busy wait on each side of a hop: about what a handle's reduce and rebuild take
+
+
+def busy_wait(us: float) -> None:
+    end = time.perf_counter() + us * 1e-6
+    while time.perf_counter() < end:
+        pass
+
+
+class Control:
+    """A control message: its reducer and its rebuild each busy-wait CONTROL_US, as long as a handle's work there.
+
+    Through the same pair as the arrays, it shows what a fixed amount of extra
+    Python per hop costs each queue, apart from anything `sharing` does.
+    """
+
+    def __reduce__(self):
+        busy_wait(CONTROL_US)
+        return rebuild_control, ()
+
+
+def rebuild_control() -> Control:
+    busy_wait(CONTROL_US)
+    return Control()
+
+
+def handle_cost_in_a_loop(strategy: str, reps: int = 20000) -> float:
+    """Seconds per hop that ForkingPickler's dumps and loads of a shared array take beyond the floor's tuple's,
+    in a loop in one process (warm caches, no queue)."""
+    sharing.set_sharing_strategy(strategy)
+    array = sharing.empty_shared(1024, np.float32)
+
+    def hop_seconds(item) -> float:
+        start = time.perf_counter()
+        for _ in range(reps):
+            pickle.loads(ForkingPickler.dumps(item))
+        return (time.perf_counter() - start) / reps
+    hop_seconds(array)
+    return min(hop_seconds(array) for _ in range(3)) - min(hop_seconds(FLOOR_ITEM) for _ in range(3))
 
 
 def echo(inbox, outbox) -> None:
@@ -91,7 +132,7 @@ def round_trips(strategy: str, reps: int) -> tuple[dict, dict]:
             first[kind, label] = [timed_round_trip(pair, a) for a in fresh]
             del fresh
     cases = [(kind, label, item) for kind in QUEUES
-             for label, item in [("floor", FLOOR_ITEM), *arrays.items()]]
+             for label, item in [("floor", FLOOR_ITEM), ("control", Control()), *arrays.items()]]
     times: dict[tuple[str, str], list[float]] = {(kind, label): [] for kind, label, _ in cases}
     order = random.Random(0)
     for visit in range(1 + reps // BLOCK):  # the first visit warms up
@@ -278,10 +319,12 @@ def main() -> None:
     first: dict[tuple, list[float]] = {}
     theirs: dict[tuple[str, int], list[float]] = {}
     floors: dict[str, list[float]] = {}
+    in_a_loop: dict[str, list[float]] = {}
     for _ in range(args.rounds):  # interleaved, so that ours and the references share the machine's noise
         for kind, t in queue_floors().items():
             floors.setdefault(kind, []).append(t)
         for strategy in STRATEGIES:
+            in_a_loop.setdefault(strategy, []).append(handle_cost_in_a_loop(strategy))
             medians, firsts = round_trips(strategy, args.reps)
             for (kind, label), t in medians.items():
                 per_round.setdefault((strategy, kind, label), []).append(t)
@@ -320,8 +363,11 @@ def main() -> None:
     fan_rows = [[pattern, case, strategy, us(t), f"{t / fan_floor[pattern]:.2f}x"]
                 for (pattern, case, strategy), t in fan_results.items()]
 
-    worst_queue = max(v for (s, kind, label), v in ratio.items() if kind == "Queue" and label != "floor")
-    worst_ring = max(v for (s, kind, label), v in ratio.items() if kind == "RingQueue" and label != "floor")
+    worst_queue = max(v for (s, kind, label), v in ratio.items() if kind == "Queue" and label in SIZES)
+    worst_ring = max(v for (s, kind, label), v in ratio.items() if kind == "RingQueue" and label in SIZES)
+    control_cost = {(s, kind): rt[s, kind, "control"] - rt[s, kind, "floor"] for s in STRATEGIES for kind in QUEUES}
+    amplification = {key: cost / (4 * CONTROL_US * 1e-6) for key, cost in control_cost.items()}
+    budget = {s: (TARGET_QUEUE - 1) * rt[s, "Queue", "floor"] / (2 * amplification[s, "Queue"]) for s in STRATEGIES}
     torch_ratios = [rt[s, "Queue", label] / torch_rt[s, SIZES[label]] for s in STRATEGIES for label in labels
                     if (s, SIZES[label]) in torch_rt and (s, "Queue", label) in rt]
     worst_torch = max(torch_ratios, default=None)
@@ -359,7 +405,23 @@ def main() -> None:
         "receiver (a cache lookup, an acknowledgement, an ndarray); the size does not enter. Here that is "
         + "; ".join(f"{handle_cost[s, 'Queue'] * 1e6:.0f} us through the Queue pair and "
                     f"{handle_cost[s, 'RingQueue'] * 1e6:.0f} us through the RingQueue pair ({s})"
-                    for s in STRATEGIES) + " per round trip (median over the sizes).",
+                    for s in STRATEGIES) + " per round trip (median over the sizes). In a loop in one process "
+        "(ForkingPickler's dumps and loads, warm caches, no queue) the same work takes "
+        + ", ".join(f"{middle(in_a_loop[s]) * 1e6:.1f} us per hop ({s})" for s in STRATEGIES) + ". "
+        f"The control message, timed in the same turn as the arrays, busy-waits {CONTROL_US:.0f} us in its "
+        f"reducer and {CONTROL_US:.0f} us in its rebuild ({4 * CONTROL_US:.0f} us per round trip) and touches "
+        "nothing of `sharing`; it costs "
+        + "; ".join(f"{control_cost[s, 'Queue'] * 1e6:.0f} us more than the tuple through the Queue pair and "
+                    f"{control_cost[s, 'RingQueue'] * 1e6:.0f} us through the RingQueue pair ({s})"
+                    for s in STRATEGIES) + ". "
+        "So a pipe queue, whose receivers sleep in a read between messages, pays for each microsecond of "
+        "per-message Python "
+        + ", ".join(f"{amplification[s, 'Queue']:.1f} times ({s})" for s in STRATEGIES)
+        + ", the RingQueue, whose receivers watch the ring before they sleep, "
+        + ", ".join(f"{amplification[s, 'RingQueue']:.1f} times ({s})" for s in STRATEGIES)
+        + f". At that rate the Queue's target ({TARGET_QUEUE}x the floor) leaves the handle "
+        + ", ".join(f"{budget[s] * 1e6:.1f} us per hop in a loop ({s})" for s in STRATEGIES)
+        + ", against the figures above.",
         "## Many to one, one to many",
         f"Time per message, {FAN} producer processes into one consumer (4-to-1) and one producer into {FAN} "
         f"consumers (1-to-4), {FAN * FAN_MESSAGES} messages in all (forkserver); the message is a shared 4 KiB "
