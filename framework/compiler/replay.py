@@ -139,11 +139,14 @@ def backward_function(graph: Graph, nodes: range, seeds: Tuple[int, ...], return
         needs = tuple(isinstance(a, Ref) and graph.values[a.vid].requires_grad for a in n.args)
         if not any(needs):
             continue
-        args = ", ".join(value_source(graph, a, src) for a in n.args)
-        src.lines.append(f"r = {src.name(n.prim.backward, 'B')}({needs!r}, ({args},), v{n.out}, g{n.out})")
+        grads = inline_grads(graph, n, needs, src)
+        if grads is None:
+            args = ", ".join(value_source(graph, a, src) for a in n.args)
+            src.lines.append(f"r = {src.name(n.prim.backward, 'B')}({needs!r}, ({args},), v{n.out}, g{n.out})")
+            grads = [f"r[{j}]" for j in range(len(n.args))]
         for j, a in enumerate(n.args):
             if needs[j]:
-                src.lines.append(f"g{a.vid} = g{a.vid} + r[{j}]" if a.vid in live else f"g{a.vid} = r[{j}]")
+                src.lines.append(f"g{a.vid} = g{a.vid} + ({grads[j]})" if a.vid in live else f"g{a.vid} = {grads[j]}")
                 live.add(a.vid)
     for i, vid in enumerate(returns):
         if vid in live:
@@ -152,6 +155,19 @@ def backward_function(graph: Graph, nodes: range, seeds: Tuple[int, ...], return
                           f"    g{vid} = None"]
     src.lines.append("return (" + "".join(f"g{v}, " if v in live else "None, " for v in returns) + ")")
     return src.compile("backward", "saved, inputs, grads")
+
+
+def inline_grads(graph: Graph, n: Any, needs: Tuple[bool, ...], src: Source) -> Optional[List[str]]:
+    """The gradients of node `n`'s arguments as expressions (its primitive's `grad_infix`), or None where a
+    call is needed: no expression for an argument that needs one, or an argument broadcast (or a size unknown)."""
+    templates, shape = n.prim.grad_infix, graph.values[n.out].shape
+    if templates is None or has_sym(shape):
+        return None
+    for j, a in enumerate(n.args):
+        if needs[j] and (templates[j] is None or graph.values[a.vid].shape != shape):
+            return None
+    args = [f"({value_source(graph, a, src)})" for a in n.args]
+    return [template and template.format(*args, g=f"g{n.out}", out=f"v{n.out}") for template in templates]
 
 
 def constant_lines(graph: Graph, src: Source) -> List[str]:

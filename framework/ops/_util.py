@@ -74,6 +74,27 @@ def unbroadcast(grad: Any, shape: tuple) -> Any:
     return grad.reshape(shape)
 
 
+def infix_backward(name: str, grad_infix: Tuple[str, ...], broadcasts: bool) -> Any:
+    """The backward function of a primitive whose gradients are expressions (its `grad_infix`, see
+    ops.primitive): each argument's, summed back to the argument's shape where the op `broadcasts`.
+
+    One definition of the math serves both the eager op (this function) and the
+    compiler, which writes the expressions inline where it knows no broadcasting
+    happened.
+    """
+    arity = len(grad_infix)
+    names = [f"a{i}" for i in range(arity)]
+    grads = [template.format(*names, g="g", out="out") for template in grad_infix]
+    if broadcasts:
+        grads = [f"(unbroadcast({grad}, shape_of(a{i})) if needs[{i}] else None)" for i, grad in enumerate(grads)]
+    text = (f"def _{name}_backward(needs, args, out, g):\n    {', '.join(names)}, = args\n"
+            f"    return ({', '.join(grads)},)\n")
+    scope: dict = {}
+    namespace = {"unbroadcast": unbroadcast, "shape_of": shape_of}
+    exec(compile(text, f"<{name} backward>", "exec"), namespace, scope)  # noqa: S102
+    return scope[f"_{name}_backward"]
+
+
 def normalize_axes(axis: Optional[Any], ndim: int, name: str = "axis") -> Optional[Tuple[int, ...]]:
     """`axis` (None, an int or a sequence of ints) as a sorted tuple of non-negative axes."""
     if axis is None:

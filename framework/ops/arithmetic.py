@@ -13,34 +13,8 @@ import numpy as np
 from ..device import array_module
 from ..dtypes import DEFAULT_FLOAT
 from ..tensor import Tensor
-from ._util import cast, promote, shape_of, tensor_arg, unbroadcast
+from ._util import cast, infix_backward, promote, shape_of, tensor_arg, unbroadcast
 from .primitive import Primitive, apply, broadcast_shape
-
-
-def _add_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    x, y = args
-    return (unbroadcast(g, shape_of(x)) if needs[0] else None), (unbroadcast(g, shape_of(y)) if needs[1] else None)
-
-
-def _sub_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    x, y = args
-    return (unbroadcast(g, shape_of(x)) if needs[0] else None), (unbroadcast(-g, shape_of(y)) if needs[1] else None)
-
-
-def _mul_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    x, y = args
-    return ((unbroadcast(g * y, shape_of(x)) if needs[0] else None),
-            (unbroadcast(g * x, shape_of(y)) if needs[1] else None))
-
-
-def _div_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    x, y = args
-    return ((unbroadcast(g / y, shape_of(x)) if needs[0] else None),
-            (unbroadcast(-g * out / y, shape_of(y)) if needs[1] else None))
-
-
-def _neg_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (-g,)
 
 
 def _is_two(y: Any) -> bool:
@@ -65,11 +39,16 @@ def _pow_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
     return gx, gy
 
 
-ADD, SUB, MUL, DIV, NEG, POW = (
-    Primitive(name, forward, backward, shape=broadcast_shape, out=True, infix=infix) for name, forward, backward, infix in
-    (("add", np.add, _add_backward, "{0} + {1}"), ("sub", np.subtract, _sub_backward, "{0} - {1}"),
-     ("mul", np.multiply, _mul_backward, "{0} * {1}"), ("div", np.true_divide, _div_backward, "{0} / {1}"),
-     ("neg", np.negative, _neg_backward, "-{0}"), ("pow", _pow_forward, _pow_backward, "{0} ** {1}")))
+ADD, SUB, MUL, DIV, NEG = (
+    Primitive(name, forward, infix_backward(name, grad_infix, True), shape=broadcast_shape, out=True, infix=infix,
+              grad_infix=grad_infix)
+    for name, forward, infix, grad_infix in (
+        ("add", np.add, "{0} + {1}", ("{g}", "{g}")),
+        ("sub", np.subtract, "{0} - {1}", ("{g}", "-{g}")),
+        ("mul", np.multiply, "{0} * {1}", ("{g} * {1}", "{g} * {0}")),
+        ("div", np.true_divide, "{0} / {1}", ("{g} / {1}", "-{g} * {out} / {1}")),
+        ("neg", np.negative, "-{0}", ("-{g}",))))
+POW = Primitive("pow", _pow_forward, _pow_backward, shape=broadcast_shape, out=True, infix="{0} ** {1}")
 
 
 def add(a: Any, b: Any) -> Tensor:

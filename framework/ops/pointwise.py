@@ -9,28 +9,12 @@ import numpy as np
 
 from ..device import array_module
 from ..tensor import Tensor
-from ._util import promote, shape_of, tensor_arg, unbroadcast
+from ._util import infix_backward, promote, shape_of, tensor_arg, unbroadcast
 from .primitive import Primitive, apply, broadcast_shape, same_shape
-
-
-def _exp_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (g * out,)
-
-
-def _log_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (g / args[0],)
-
-
-def _sqrt_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (g / (2 * out),)
 
 
 def _abs_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
     return (g * np.sign(args[0]),)  # 0 at 0, as torch
-
-
-def _tanh_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (g * (1 - out * out),)
 
 
 def _sigmoid_forward(x: Any, out: Any = None) -> Any:
@@ -38,16 +22,8 @@ def _sigmoid_forward(x: Any, out: Any = None) -> Any:
     return np.exp(-np.logaddexp(0, -x), out=out)
 
 
-def _sigmoid_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (g * out * (1 - out),)
-
-
 def _relu_forward(x: Any, out: Any = None) -> Any:
     return np.maximum(x, 0, out=out)
-
-
-def _relu_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (g * (args[0] > 0),)  # 0 at 0, as torch
 
 
 def _elu_forward(x: Any, alpha: float) -> Any:
@@ -103,20 +79,23 @@ def _clone_forward(x: Any, out: Any = None) -> Any:
     return out
 
 
-def _clone_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
-    return (g,)
-
-
 _unary = partial(Primitive, shape=same_shape, out=True)
-EXP = _unary("exp", np.exp, _exp_backward)
-LOG = _unary("log", np.log, _log_backward)
-SQRT = _unary("sqrt", np.sqrt, _sqrt_backward)
+
+
+def _expression_unary(name: str, forward: Any, grad: str) -> Primitive:
+    """An element-wise primitive whose gradient is the expression `grad` (see ops.primitive's grad_infix)."""
+    return _unary(name, forward, infix_backward(name, (grad,), False), grad_infix=(grad,))
+
+
+EXP = _expression_unary("exp", np.exp, "{g} * {out}")
+LOG = _expression_unary("log", np.log, "{g} / {0}")
+SQRT = _expression_unary("sqrt", np.sqrt, "{g} / (2 * {out})")
 ABS = _unary("abs", np.abs, _abs_backward)
-TANH = _unary("tanh", np.tanh, _tanh_backward)
-SIGMOID = _unary("sigmoid", _sigmoid_forward, _sigmoid_backward)
-RELU = _unary("relu", _relu_forward, _relu_backward)
+TANH = _expression_unary("tanh", np.tanh, "{g} * (1 - {out} * {out})")
+SIGMOID = _expression_unary("sigmoid", _sigmoid_forward, "{g} * {out} * (1 - {out})")
+RELU = _expression_unary("relu", _relu_forward, "{g} * ({0} > 0)")  # 0 at 0, as torch
 CLAMP = _unary("clamp", _clamp_forward, _clamp_backward)
-CLONE = _unary("clone", _clone_forward, _clone_backward)
+CLONE = _expression_unary("clone", _clone_forward, "{g}")
 ELU = Primitive("elu", _elu_forward, _elu_backward, shape=same_shape)
 SOFTPLUS = Primitive("softplus", _softplus_forward, _softplus_backward, shape=same_shape)
 WHERE = Primitive("where", _where_forward, _where_backward, shape=broadcast_shape)

@@ -19,6 +19,12 @@ backward side by side), but on raw arrays rather than Tensors:
   expression the compiler writes instead of a call: NumPy's operators skip the
   ufunc call's argument parsing, and on NumPy scalars (a loss's tail) they are
   several times faster. The same operation, so the same values.
+- `grad_infix`: where each argument's gradient is an expression of the
+  output's gradient `{g}`, the arguments (`{0}`, `{1}`) and `{out}`, those
+  expressions, valid where the argument has the output's shape (no
+  broadcasting to undo). `backward` is then generated from them
+  (`_util.infix_backward`), and the compiler, where it knows the shapes,
+  writes them inline instead of a call: one definition, the same values.
 
 `apply` is the eager op: it runs forward and records `partial(backward, needs,
 args, out)` as the node's backward, with all arguments (constants too) as
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from .. import storage
 from ..device import array_module
@@ -44,16 +50,17 @@ from ..tracing import HOOK
 class Primitive:
     """An array operation, its derivative and its shape rule (see the module docstring)."""
 
-    __slots__ = ("name", "forward", "backward", "shape", "out", "view", "infix")
+    __slots__ = ("name", "forward", "backward", "shape", "out", "view", "infix", "grad_infix")
 
     def __init__(self, name: str, forward: Callable[..., Any], backward: Optional[Callable[..., tuple]] = None, *,
                  shape: Optional[Callable[..., tuple]], out: bool = False, view: Any = False,
-                 infix: Optional[str] = None) -> None:
+                 infix: Optional[str] = None, grad_infix: Optional[Tuple[Optional[str], ...]] = None) -> None:
         self.name = name
         self.forward = forward
         self.backward = backward
         self.shape = shape
         self.infix = infix
+        self.grad_infix = grad_infix
         self.out = out      # forward accepts out= (the compiler preallocates the result)
         self.view = view    # the result views the first argument's memory: True, or "maybe" (a reshape may copy)
 

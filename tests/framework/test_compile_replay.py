@@ -233,3 +233,25 @@ def test_calls_from_several_threads_never_share_buffers():
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_gradients_are_inline_expressions_where_nothing_broadcasts_and_calls_where_something_does():
+    rng = np.random.default_rng(5)
+    x = F.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    row = F.tensor(rng.standard_normal(3), requires_grad=True)
+
+    def fn(x, row):
+        same_shape = ((x * x).tanh() - x.exp() / (x * x + 1.0)).sigmoid()  # every argument has the output's shape
+        return (same_shape - row).sum() + (-row * 2.0).relu().sum()       # `row` is broadcast against (4, 3)
+    expected = grads_of([x, row], lambda: fn(x, row))
+    compiled = F.compile(fn)
+    for _ in range(2):  # the capture, then a replay
+        got = grads_of([x, row], lambda: compiled(x, row))
+        for g, e in zip(got, expected):  # eager's backward comes from the same expressions: equal bit for bit
+            np.testing.assert_array_equal(g, e)
+    (program,) = compiled.entries[0].backward.programs.values()
+    calls = {line.split("= ")[1].split("(")[0] for line in program.source.splitlines()
+             if line.lstrip().startswith("r = ")}
+    called = {program.__globals__[name].__name__ for name in calls}
+    assert called == {"_sub_backward", "_sum_backward"}  # the broadcast subtraction and the reductions only
+    assert "(1 - " in program.source and " > 0)" in program.source  # tanh's and relu's gradients, written inline

@@ -4,10 +4,12 @@ tests/support is on sys.path in the test process (pyproject's pytest `pythonpath
 PYTHONPATH in the `train` subprocesses the tests start.
 """
 import multiprocessing
+import resource
 import sys
 import time
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
 
@@ -109,6 +111,31 @@ class BlasThreadsCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class MemoryReuseCartPole(CartPoleEnv):
+    """On its first step in a worker, makes and frees 40 and 20 MiB blocks six times, as an update's temporaries,
+    and writes to `report` how many pages the last five rounds faulted in (the process's minor faults)."""
+
+    def __init__(self, report: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.report = report
+
+    @staticmethod
+    def _temporaries() -> None:
+        first, second = np.ones(40 << 20, np.uint8), np.ones(20 << 20, np.uint8)
+        del first, second
+
+    def step(self, action):
+        if self.report and multiprocessing.parent_process() is not None:
+            self._temporaries()  # the first round grows the heap
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            for _ in range(5):
+                self._temporaries()
+            with open(self.report, "w") as f:
+                f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before))
+            self.report = ""
+        return super().step(action)
+
+
 class SlowToMakeCartPole(CartPoleEnv):
     """Takes `seconds` to make in the main process (config checks and model building make one there), saying so on
     stderr first: a start-up that is known to be in progress."""
@@ -126,4 +153,5 @@ gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_
 gym.register("StallingCartPole-v0", entry_point=StallingCartPole, max_episode_steps=500)
 gym.register("SlowToMakeCartPole-v0", entry_point=SlowToMakeCartPole, max_episode_steps=500)
 gym.register("BlasThreadsCartPole-v0", entry_point=BlasThreadsCartPole, max_episode_steps=500)
+gym.register("MemoryReuseCartPole-v0", entry_point=MemoryReuseCartPole, max_episode_steps=500)
 gym.register("EvaluationFaultCartPole-v0", entry_point=EvaluationFaultCartPole, max_episode_steps=500)
