@@ -107,10 +107,17 @@ def env_alone(seconds: float, envs: int) -> dict:
 # ---- one worker's step, split ------------------------------------------------------------------------------
 def breakdown(seconds: float) -> dict:
     """Milliseconds per env step of one worker built in this process from the checkout on sys.path (its own
-    configs/a3c_pong.yaml, one worker): env step, acting forward, rollout forward+backward, whole update."""
+    configs/a3c_pong.yaml, one worker, with the memory policy of its workers): env step, acting forward, rollout
+    forward+backward, whole update."""
     import numpy as np
 
     import framework
+    try:
+        from framework.train.backends.local import keep_freed_memory
+    except ImportError:  # a checkout from before workers kept the memory they free
+        pass
+    else:
+        keep_freed_memory()
     from framework import algorithms
     from framework.algorithms.a3c.worker import Worker
     from framework.algorithms.base import WorkerContext
