@@ -2,8 +2,9 @@
 
 1. The A3C step at its own size: an actor-critic 4-128-(2+1) (tanh body), forward
    and backward of the A3C loss (Categorical log-prob, entropy, value loss) at
-   batch 1 and 32, compiled and eager in one process, interleaved (round robin,
-   the best of each); and the acting forward (no grad, 16 observations), where
+   batch 1 and 32, compiled and eager in one process, interleaved (round robin;
+   medians over the rounds, each ratio taken within a round, so that a change in
+   the machine's speed hits both sides alike); and the acting forward (no grad, 16 observations), where
    compile replaced the hand-written array path. Goal: compiled <= 0.5x eager.
 2. A3C CartPole training (configs/a3c.yaml: 2 workers, 16 envs each, no return
    target so runs last the budget): env steps/s with `trainer.compile` true and
@@ -56,8 +57,8 @@ LOG_LINE = re.compile(r"^\[hogshare framework\.compiler\.(?P<artifact>\w+)\] (?P
 # ---- 1. the step ------------------------------------------------------------------------------------------
 
 def interleaved(variants: dict, iterations: int, rounds: int) -> dict:
-    """Best seconds per call of each variant, timed round robin so load changes hit them alike."""
-    best = {name: float("inf") for name in variants}
+    """Seconds per call of each variant in each round, timed round robin so load changes hit them alike."""
+    times: dict = {name: [] for name in variants}
     for fn in variants.values():
         for _ in range(20):
             fn()
@@ -66,8 +67,15 @@ def interleaved(variants: dict, iterations: int, rounds: int) -> dict:
             start = time.perf_counter()
             for _ in range(iterations):
                 fn()
-            best[name] = min(best[name], (time.perf_counter() - start) / iterations)
-    return best
+            times[name].append((time.perf_counter() - start) / iterations)
+    return times
+
+
+def step_row(label: str, times: dict, by_hand: str = "") -> list:
+    """A table row: median eager and compiled microseconds, and the median of the rounds' ratios."""
+    ratio = statistics.median(c / e for c, e in zip(times["compiled"], times["eager"]))
+    eager, compiled = (statistics.median(times[name]) * 1e6 for name in ("eager", "compiled"))
+    return [label, f"{eager:.1f}", f"{compiled:.1f}", f"{ratio:.2f}x", by_hand]
 
 
 def step_rows(rounds: int) -> list:
@@ -85,10 +93,9 @@ def step_rows(rounds: int) -> list:
             head, values, _ = model(obs)
             return a3c_loss(model, head, values, actions, adv, targets, batch, 0.5, 0.01)
         compiled = framework.compile(loss)
-        best = interleaved({"eager": lambda: loss(*data)[0].backward(),
-                            "compiled": lambda: compiled(*data)[0].backward()}, 300, rounds)
-        rows.append([f"A3C loss forward+backward, batch {batch}", f"{best['eager'] * 1e6:.1f}",
-                     f"{best['compiled'] * 1e6:.1f}", f"{best['compiled'] / best['eager']:.2f}x", ""])
+        times = interleaved({"eager": lambda: loss(*data)[0].backward(),
+                             "compiled": lambda: compiled(*data)[0].backward()}, 300, rounds)
+        rows.append(step_row(f"A3C loss forward+backward, batch {batch}", times))
     obs = np.random.default_rng(1).standard_normal((16, 4)).astype(np.float32)
     acting = framework.compile(model.policy)
     (w1, b1), (w2, b2) = [(layer.weight.data_array, layer.bias.data_array) for layer in (model.body[0], model.pi)]
@@ -96,12 +103,11 @@ def step_rows(rounds: int) -> list:
     def by_hand():  # what the retired Module.forward_array path computed, without its method calls
         return np.tanh(obs @ w1.T + b1) @ w2.T + b2
     with framework.no_grad():
-        best = interleaved({"eager": lambda: model.policy(framework.as_tensor(obs)),
-                            "compiled": lambda: acting(framework.as_tensor(obs))[0].data_array,
-                            "by hand": by_hand}, 1000, rounds)
-    rows.append(["acting forward (no grad), 16 observations", f"{best['eager'] * 1e6:.1f}",
-                 f"{best['compiled'] * 1e6:.1f}", f"{best['compiled'] / best['eager']:.2f}x",
-                 f"{best['by hand'] * 1e6:.1f}"])
+        times = interleaved({"eager": lambda: model.policy(framework.as_tensor(obs)),
+                             "compiled": lambda: acting(framework.as_tensor(obs))[0].data_array,
+                             "by hand": by_hand}, 1000, rounds)
+    rows.append(step_row("acting forward (no grad), 16 observations", times,
+                         f"{statistics.median(times['by hand']) * 1e6:.1f}"))
     return rows
 
 
@@ -249,7 +255,8 @@ def main() -> None:
 
     write_result("compile", "framework.compile: compiled against eager", [
         f"Load while measuring: {started} at the start, {finished} at the end (a machine shared with other "
-        "work: figures are the best of interleaved rounds, or medians of alternating runs).",
+        "work: figures are medians of interleaved rounds, ratios taken within a round, or medians of "
+        "alternating runs).",
         "## The A3C step (actor-critic 4-128-(2+1), tanh), one process, interleaved\n\n" + markdown_table(
             STEP_HEADER, steps) +
         "\n\nGoal: compiled <= 0.5x eager. Forward and backward of the loss; eager builds a Tensor and a "
