@@ -74,25 +74,25 @@ def unbroadcast(grad: Any, shape: tuple) -> Any:
     return grad.reshape(shape)
 
 
-def infix_backward(name: str, grad_infix: Tuple[str, ...], broadcasts: bool) -> Any:
-    """The backward function of a primitive whose gradients are expressions (its `grad_infix`, see
-    ops.primitive): each argument's, summed back to the argument's shape where the op `broadcasts`.
+def expression_primitive(name: str, forward: Any, grad_infix: Tuple[str, ...], **kwargs: Any) -> Primitive:
+    """A Primitive whose gradients are expressions (its `grad_infix`, see ops.primitive), with its backward
+    generated from them: each argument's gradient, summed back to the argument's shape unless the op keeps
+    shapes (`same_shape`).
 
-    One definition of the math serves both the eager op (this function) and the
+    One definition of the math serves both the eager op (this backward) and the
     compiler, which writes the expressions inline where it knows no broadcasting
     happened.
     """
-    arity = len(grad_infix)
-    names = [f"a{i}" for i in range(arity)]
+    names = [f"a{i}" for i in range(len(grad_infix))]
     grads = [template.format(*names, g="g", out="out") for template in grad_infix]
-    if broadcasts:
+    if kwargs["shape"] is not same_shape:
         grads = [f"(unbroadcast({grad}, shape_of(a{i})) if needs[{i}] else None)" for i, grad in enumerate(grads)]
     text = (f"def _{name}_backward(needs, args, out, g):\n    {', '.join(names)}, = args\n"
             f"    return ({', '.join(grads)},)\n")
     scope: dict = {}
     namespace = {"unbroadcast": unbroadcast, "shape_of": shape_of}
     exec(compile(text, f"<{name} backward>", "exec"), namespace, scope)  # noqa: S102
-    return scope[f"_{name}_backward"]
+    return Primitive(name, forward, scope[f"_{name}_backward"], grad_infix=grad_infix, **kwargs)
 
 
 def normalize_axes(axis: Optional[Any], ndim: int, name: str = "axis") -> Optional[Tuple[int, ...]]:

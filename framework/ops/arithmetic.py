@@ -13,7 +13,7 @@ import numpy as np
 from ..device import array_module
 from ..dtypes import DEFAULT_FLOAT
 from ..tensor import Tensor
-from ._util import cast, infix_backward, promote, shape_of, tensor_arg, unbroadcast
+from ._util import cast, expression_primitive, promote, shape_of, tensor_arg, unbroadcast
 from .primitive import Primitive, apply, broadcast_shape
 
 
@@ -40,8 +40,7 @@ def _pow_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
 
 
 ADD, SUB, MUL, DIV, NEG = (
-    Primitive(name, forward, infix_backward(name, grad_infix, True), shape=broadcast_shape, out=True, infix=infix,
-              grad_infix=grad_infix)
+    expression_primitive(name, forward, grad_infix, shape=broadcast_shape, out=True, infix=infix)
     for name, forward, infix, grad_infix in (
         ("add", np.add, "{0} + {1}", ("{g}", "{g}")),
         ("sub", np.subtract, "{0} - {1}", ("{g}", "-{g}")),

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..device import array_module
 from ..tensor import Tensor
-from ._util import infix_backward, promote, shape_of, tensor_arg, unbroadcast
+from ._util import expression_primitive, promote, shape_of, tensor_arg, unbroadcast
 from .primitive import Primitive, apply, broadcast_shape, same_shape
 
 
@@ -80,22 +80,16 @@ def _clone_forward(x: Any, out: Any = None) -> Any:
 
 
 _unary = partial(Primitive, shape=same_shape, out=True)
-
-
-def _expression_unary(name: str, forward: Any, grad: str) -> Primitive:
-    """An element-wise primitive whose gradient is the expression `grad` (see ops.primitive's grad_infix)."""
-    return _unary(name, forward, infix_backward(name, (grad,), False), grad_infix=(grad,))
-
-
-EXP = _expression_unary("exp", np.exp, "{g} * {out}")
-LOG = _expression_unary("log", np.log, "{g} / {0}")
-SQRT = _expression_unary("sqrt", np.sqrt, "{g} / (2 * {out})")
+_expression_unary = partial(expression_primitive, shape=same_shape, out=True)
+EXP = _expression_unary("exp", np.exp, ("{g} * {out}",))
+LOG = _expression_unary("log", np.log, ("{g} / {0}",))
+SQRT = _expression_unary("sqrt", np.sqrt, ("{g} / (2 * {out})",))
 ABS = _unary("abs", np.abs, _abs_backward)
-TANH = _expression_unary("tanh", np.tanh, "{g} * (1 - {out} * {out})")
-SIGMOID = _expression_unary("sigmoid", _sigmoid_forward, "{g} * {out} * (1 - {out})")
-RELU = _expression_unary("relu", _relu_forward, "{g} * ({0} > 0)")  # 0 at 0, as torch
+TANH = _expression_unary("tanh", np.tanh, ("{g} * (1 - {out} * {out})",))
+SIGMOID = _expression_unary("sigmoid", _sigmoid_forward, ("{g} * {out} * (1 - {out})",))
+RELU = _expression_unary("relu", _relu_forward, ("{g} * ({0} > 0)",))  # 0 at 0, as torch
 CLAMP = _unary("clamp", _clamp_forward, _clamp_backward)
-CLONE = _expression_unary("clone", _clone_forward, "{g}")
+CLONE = _expression_unary("clone", _clone_forward, ("{g}",))
 ELU = Primitive("elu", _elu_forward, _elu_backward, shape=same_shape)
 SOFTPLUS = Primitive("softplus", _softplus_forward, _softplus_backward, shape=same_shape)
 WHERE = Primitive("where", _where_forward, _where_backward, shape=broadcast_shape)

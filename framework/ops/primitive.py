@@ -23,7 +23,7 @@ backward side by side), but on raw arrays rather than Tensors:
   output's gradient `{g}`, the arguments (`{0}`, `{1}`) and `{out}`, those
   expressions, valid where the argument has the output's shape (no
   broadcasting to undo). `backward` is then generated from them
-  (`_util.infix_backward`), and the compiler, where it knows the shapes,
+  (`_util.expression_primitive`), and the compiler, where it knows the shapes,
   writes them inline instead of a call: one definition, the same values.
 
 `apply` is the eager op: it runs forward and records `partial(backward, needs,
