@@ -1,6 +1,7 @@
 """The A3C plugin in one process: returns and advantages, the acting path, the rollout's forward pass (body
 batched, LSTM unrolled) against the step-by-step one, uint8 frames, updates of the shared model for
 discrete/continuous actions and LSTM policies, truncation bootstrapping, non-finite updates, evaluation."""
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -268,6 +269,28 @@ def test_evaluate_runs_greedy_episodes(lstm):
     assert set(result.metrics) == {"return_mean", "return_std"}
     assert 1 <= result.metrics["return_mean"] <= 30
     assert result.text.startswith("return over 4 greedy episodes: ")
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_evaluate_plays_the_most_likely_action(vectorize):
+    """A policy that always prefers pushing right scores what pushing right scores in CartPole-v1 envs
+    seeded seed + i."""
+    config = validate({"model": {"hidden": [8]}, "env": {"vectorize": vectorize}})
+    model = A3C.build_model(config)
+    with framework.no_grad():
+        model.pi.weight.data_array[...] = 0.0
+        model.pi.bias.data_array[...] = [0.0, 1.0]
+    returns = []
+    for i in range(4):
+        env = gym.make("CartPole-v1")
+        env.reset(seed=7 + i)
+        steps, done = 0, False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(1)
+            steps, done = steps + 1, terminated or truncated
+        returns.append(steps)
+    assert A3C.evaluate(model, config, episodes=4, seed=7).metrics == pytest.approx(
+        {"return_mean": np.mean(returns), "return_std": np.std(returns)})
 
 
 def test_learning_rate_schedule_and_optimizers():
