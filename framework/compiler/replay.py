@@ -158,14 +158,20 @@ def backward_function(graph: Graph, nodes: range, seeds: Tuple[int, ...], return
 
 
 def inline_grads(graph: Graph, n: Any, needs: Tuple[bool, ...], src: Source) -> Optional[List[str]]:
-    """The gradients of node `n`'s arguments as expressions (its primitive's `grad_infix`), or None where a
-    call is needed: no expression for an argument that needs one, or an argument broadcast (or a size unknown)."""
-    templates, shape = n.prim.grad_infix, graph.values[n.out].shape
-    if templates is None or has_sym(shape):
+    """The gradients of node `n`'s arguments as expressions, or None where a call is needed: its primitive's
+    `grad_infix` where no argument that needs one is broadcast (equal sizes at capture are one size for every
+    call: a dynamic capture gives them one symbol), else its `grad_inline` for shapes that are the same for
+    every call (none symbolic)."""
+    shape = graph.values[n.out].shape
+    templates = n.prim.grad_infix
+    if templates is None or any(need and graph.values[a.vid].shape != shape for a, need in zip(n.args, needs)):
+        templates = None
+        values = [graph.values[a.vid] if isinstance(a, Ref) else None for a in n.args]
+        if n.prim.grad_inline is not None and all(v is None or v.sym_shape is None for v in values):
+            templates = n.prim.grad_inline(tuple(None if v is None else v.shape for v in values),
+                                           tuple(a if v is None else None for a, v in zip(n.args, values)))
+    if templates is None or any(need and templates[j] is None for j, need in enumerate(needs)):
         return None
-    for j, a in enumerate(n.args):
-        if needs[j] and (templates[j] is None or graph.values[a.vid].shape != shape):
-            return None
     args = [f"({value_source(graph, a, src)})" for a in n.args]
     return [template and template.format(*args, g=f"g{n.out}", out=f"v{n.out}") for template in templates]
 

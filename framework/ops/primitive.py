@@ -25,6 +25,12 @@ backward side by side), but on raw arrays rather than Tensors:
   broadcasting to undo). `backward` is then generated from them
   (`_util.expression_primitive`), and the compiler, where it knows the shapes,
   writes them inline instead of a call: one definition, the same values.
+- `grad_inline(shapes, constants)`: for gradients whose expression depends on
+  the static shapes (a slice that selects everything is a reshape), the
+  expressions for these shapes (each array argument's shape in `shapes`, each
+  other argument in `constants`, None in the other tuple), in grad_infix's
+  form, or None. The compiler writes them inline where it knows every shape;
+  `backward` takes the same path for the same shapes.
 
 `apply` is the eager op: it runs forward and records `partial(backward, needs,
 args, out)` as the node's backward, with all arguments (constants too) as
@@ -50,17 +56,19 @@ from ..tracing import HOOK
 class Primitive:
     """An array operation, its derivative and its shape rule (see the module docstring)."""
 
-    __slots__ = ("name", "forward", "backward", "shape", "out", "view", "infix", "grad_infix")
+    __slots__ = ("name", "forward", "backward", "shape", "out", "view", "infix", "grad_infix", "grad_inline")
 
     def __init__(self, name: str, forward: Callable[..., Any], backward: Optional[Callable[..., tuple]] = None, *,
                  shape: Optional[Callable[..., tuple]], out: bool = False, view: Any = False,
-                 infix: Optional[str] = None, grad_infix: Optional[Tuple[Optional[str], ...]] = None) -> None:
+                 infix: Optional[str] = None, grad_infix: Optional[Tuple[Optional[str], ...]] = None,
+                 grad_inline: Optional[Callable[[tuple, tuple], Optional[Tuple[Optional[str], ...]]]] = None) -> None:
         self.name = name
         self.forward = forward
         self.backward = backward
         self.shape = shape
         self.infix = infix
         self.grad_infix = grad_infix
+        self.grad_inline = grad_inline
         self.out = out      # forward accepts out= (the compiler preallocates the result)
         self.view = view    # the result views the first argument's memory: True, or "maybe" (a reshape may copy)
 

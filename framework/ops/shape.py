@@ -192,8 +192,39 @@ def _getitem_forward(x: Any, template: tuple, *arrays: Any) -> Any:
     return x[_fill(template, arrays)]
 
 
+def _selects_all(shape: tuple, template: tuple) -> bool:
+    """True when the basic index `template` selects every element of an array of `shape`, in order: full slices
+    (unit step), integers on axes of size 1 and new axes; its result is then a reshape of the array."""
+    explicit = sum(1 for item in template if item is not None and item is not Ellipsis)
+    axis = 0
+    for item in template:
+        if item is Ellipsis:
+            axis += len(shape) - explicit
+        elif isinstance(item, slice):
+            bounds = (item.start, item.stop, item.step)
+            if not all(b is None or b.__class__ is int for b in bounds) or item.step not in (None, 1) \
+                    or _slice_length(shape[axis], item) != shape[axis]:
+                return False
+            axis += 1
+        elif item is not None:
+            if shape[axis] != 1:
+                return False
+            axis += 1
+    return True
+
+
+def _getitem_grad_inline(shapes: tuple, constants: tuple) -> Optional[tuple]:
+    """An index that selects everything: the gradient is the output's, reshaped (see _selects_all)."""
+    shape = shapes[0]
+    if not _selects_all(shape, constants[1]):
+        return None
+    return (f"{{g}}.reshape({tuple(shape)!r})",) + (None,) * (len(shapes) - 1)
+
+
 def _getitem_backward(needs: tuple, args: tuple, out: Any, g: Any) -> tuple:
     x, template, *arrays = args
+    if not arrays and _selects_all(x.shape, template):
+        return (g.reshape(x.shape),) + (None,) * (len(args) - 1)
     full = array_module(g).zeros(x.shape, g.dtype)
     full[template] = g
     return (full,) + (None,) * (len(args) - 1)
@@ -235,7 +266,8 @@ def _basic_index_shape(x: tuple, template: tuple) -> tuple:
     return tuple(out)
 
 
-GETITEM = Primitive("getitem", _getitem_forward, _getitem_backward, shape=_basic_index_shape, view=True)
+GETITEM = Primitive("getitem", _getitem_forward, _getitem_backward, shape=_basic_index_shape, view=True,
+                    grad_inline=_getitem_grad_inline)
 INDEX = Primitive("index", _getitem_forward, _index_backward, shape=None)  # the shape may depend on values
 
 

@@ -250,8 +250,36 @@ def test_gradients_are_inline_expressions_where_nothing_broadcasts_and_calls_whe
         for g, e in zip(got, expected):  # eager's backward comes from the same expressions: equal bit for bit
             np.testing.assert_array_equal(g, e)
     (program,) = compiled.entries[0].backward.programs.values()
-    calls = {line.split("= ")[1].split("(")[0] for line in program.source.splitlines()
-             if line.lstrip().startswith("r = ")}
-    called = {program.__globals__[name].__name__ for name in calls}
+    called = set(_called_backwards(program))
     assert called == {"_sub_backward", "_sum_backward"}  # the broadcast subtraction and the reductions only
     assert "(1 - " in program.source and " > 0)" in program.source  # tanh's and relu's gradients, written inline
+
+
+def _called_backwards(program) -> list:
+    """The names of the backward functions a generated backward program calls (the rest is written inline)."""
+    calls = [line.split("= ")[1].split("(")[0] for line in program.source.splitlines()
+             if line.lstrip().startswith("r = ")]
+    return sorted(program.__globals__[name].__name__ for name in calls)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_index_that_selects_everything_passes_its_gradient_reshaped(dynamic):
+    """x[:n] with n the whole length and v[:, 0] of a single column are reshapes of the gradient: written inline
+    for static shapes, called in a dynamic capture (the slice's bound may be shorter at the next size); an
+    index that drops elements is always a call. Gradients equal eager's bit for bit."""
+    rng = np.random.default_rng(6)
+    x = F.tensor(rng.standard_normal((5, 3)), requires_grad=True)
+    v = F.tensor(rng.standard_normal((5, 1)), requires_grad=True)
+
+    def fn(x, v):
+        n = 5
+        return (x[:n] * x[:n][:, None][:, 0]).sum() + (v[:, 0] ** 2).sum() + x[1:].sum()
+    expected = grads_of([x, v], lambda: fn(x, v))
+    compiled = F.compile(fn, dynamic=dynamic)
+    for _ in range(2):
+        for g, e in zip(grads_of([x, v], lambda: compiled(x, v)), expected):
+            np.testing.assert_array_equal(g, e)
+    (program,) = compiled.entries[0].backward.programs.values()
+    getitems = [name for name in _called_backwards(program) if name == "_getitem_backward"]
+    assert len(getitems) == (6 if dynamic else 1)  # six indexes; static: only x[1:] is a call
+    assert (".reshape((5, 3))" in program.source) != dynamic and (".reshape((5, 1))" in program.source) != dynamic
