@@ -146,10 +146,13 @@ def breakdown(seconds: float) -> dict:
 
     acting, stepping = [], []
     with framework.no_grad():
-        start = time.perf_counter()
+        start, step = time.perf_counter(), 0
         while time.perf_counter() - start < seconds:
             begin = time.perf_counter()
-            actions = worker._act(worker.envs.obs.copy())
+            if step % worker.T == 0:  # a rollout's noise is drawn at its first step
+                noise = worker._action_noise()
+            actions = worker._act(worker.envs.obs.copy(), noise[step % worker.T])
+            step += 1
             middle = time.perf_counter()
             worker.envs.step(actions)
             acting.append(middle - begin)

@@ -55,13 +55,13 @@ def a3c_loss(model: ActorCritic, head: Any, values: Any, actions: Any, advantage
 def advantages(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, gamma: float,
                lam: float) -> tuple[np.ndarray, np.ndarray]:
     """GAE(lambda) advantages and value targets for a (T, E) rollout; values is (T+1, E) with the bootstrap last."""
-    adv = np.empty_like(rewards)
-    running = np.zeros_like(rewards[0])
-    for t in range(rewards.shape[0] - 1, -1, -1):
-        keep = 1.0 - dones[t]
-        delta = rewards[t] + gamma * keep * values[t + 1] - values[t]
-        running = delta + gamma * lam * keep * running
-        adv[t] = running
+    keep = 1.0 - dones
+    adv = rewards + gamma * keep * values[1:] - values[:-1]  # the one-step TD errors, then summed back in time
+    decay = gamma * lam * keep
+    carried = np.empty_like(adv[0])
+    for t in range(rewards.shape[0] - 2, -1, -1):
+        np.multiply(decay[t], adv[t + 1], out=carried)
+        adv[t] += carried
     return adv, adv + values[:-1]
 
 
@@ -103,8 +103,18 @@ class Worker:
         """A host array as a tensor on the worker's device: itself on the CPU, one copy to a GPU."""
         return framework.as_tensor(to_device(array, self.device))
 
-    def _act(self, obs: np.ndarray) -> np.ndarray:
-        """Sample actions on the device for a batch of host observations (no grad); advances the LSTM state.
+    def _action_noise(self) -> Any:
+        """The noise of a whole rollout's actions, (T, E, actions), drawn at once on the device (the same numbers
+        as T draws of one step's): Gumbel noise for the Gumbel-max trick, N(0, 1) for continuous actions."""
+        shape, dtype = (self.T, self.E, self.local.pi.out_features), self.local_arena.data.dtype
+        if self.local.continuous:
+            return standard_normal(shape, dtype, self.device)
+        xp = array_module(self.local_arena.data)
+        return -xp.log(-xp.log(uniform(shape, dtype, device=self.device) + 1e-12) + 1e-12)
+
+    def _act(self, obs: np.ndarray, noise: Any) -> np.ndarray:
+        """Sample actions on the device for a batch of host observations (no grad) with this step's noise;
+        advances the LSTM state.
 
         Discrete actions use the Gumbel-max trick, continuous ones mean + std * noise.
         """
@@ -112,12 +122,8 @@ class Worker:
         head = head.data_array
         xp = array_module(head)
         if self.local.continuous:
-            std = xp.exp(self.local.log_std.data_array)
-            actions = head + std * standard_normal(head.shape, head.dtype, self.device)
-        else:
-            gumbel = -xp.log(-xp.log(uniform(head.shape, head.dtype, device=self.device) + 1e-12) + 1e-12)
-            actions = xp.argmax(head + gumbel, axis=1)
-        return to_host(actions)
+            return to_host(head + xp.exp(self.local.log_std.data_array) * noise)
+        return to_host(xp.argmax(head + noise, axis=1))
 
     def _values(self, obs: np.ndarray, state: tuple[Any, Any] | None) -> np.ndarray:
         """V(obs) on the host for host observations."""
@@ -134,10 +140,11 @@ class Worker:
         self.state0 = self.state
         returns: list[float] = []
         lengths: list[int] = []
+        noise = self._action_noise()
         with framework.no_grad():
             for t in range(self.T):
                 self.obs[t] = self.envs.obs
-                actions = self._act(self.obs[t])
+                actions = self._act(self.obs[t], noise[t])
                 self.actions[t] = actions
                 out = self.envs.step(actions)
                 self.rewards[t] = out.rewards

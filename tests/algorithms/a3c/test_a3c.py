@@ -233,6 +233,27 @@ def test_a_worker_steps_cartpole_as_one_vector_env_or_a_loop_with_the_same_updat
     np.testing.assert_array_equal(shared[True], shared[False])
 
 
+@pytest.mark.parametrize("continuous", [False, True], ids=["categorical", "normal"])
+def test_rollout_actions_are_fresh_samples_of_the_policy(continuous):
+    """Each step's actions are new draws from the policy (the rollout's noise is drawn at once, a row per step):
+    action 1 about 80% of the time for logits (0, log 4), N(0.3, 0.5^2) for a Normal policy."""
+    sections = {"env": {"id": "Pendulum-v1"}} if continuous else {}
+    worker, model, _ = _worker(algorithm={"n_steps": 60}, env={"envs_per_worker": 16, **sections.get("env", {})})
+    with framework.no_grad():
+        worker.local.pi.weight.data_array[...] = 0.0
+        worker.local.pi.bias.data_array[...] = [0.3] if continuous else [0.0, np.log(4.0)]
+        if continuous:
+            worker.local.log_std.data_array[...] = np.log(0.5)
+    worker.rollout()
+    actions = worker.actions.reshape(60, 16)
+    if continuous:  # 960 samples: the mean within 4 standard errors, the spread within 10%
+        assert abs(actions.mean() - 0.3) < 4 * 0.5 / np.sqrt(960) and abs(actions.std() - 0.5) < 0.05
+    else:
+        assert abs(actions.mean() - 0.8) < 4 * np.sqrt(0.16 / 960)
+    changes = (np.diff(actions, axis=0) != 0).mean()  # independent draws change often; reused noise never would
+    assert changes > (0.9 if continuous else 0.2)
+
+
 def test_local_model_syncs_from_the_shared_arena():
     worker, model, _ = _worker()
     model.arena.data[...] = 0.25
