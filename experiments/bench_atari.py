@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from common import (REPO, RESULTS, fmt_ratio, markdown_table, run_baseline, this_command, torch_available,
-                    write_result)
+                    worker_breakdown, write_result)
 
 CONFIG = REPO / "configs" / "a3c_pong.yaml"
 BEFORE = "f79e0ba"
@@ -106,75 +106,14 @@ def env_alone(seconds: float, envs: int) -> dict:
 
 # ---- one worker's step, split ------------------------------------------------------------------------------
 def breakdown(seconds: float) -> dict:
-    """Milliseconds per env step of one worker built in this process from the checkout on sys.path (its own
-    configs/a3c_pong.yaml, one worker, with the memory policy of its workers): env step, acting forward, rollout
-    forward+backward, whole update."""
-    import numpy as np
-
-    import framework
-    try:
-        from framework.train.backends.local import keep_freed_memory
-    except ImportError:  # a checkout from before workers kept the memory they free
-        pass
-    else:
-        keep_freed_memory()
-    from framework import algorithms
-    from framework.algorithms.a3c.worker import Worker
-    from framework.algorithms.base import WorkerContext
-    from framework.train.config import load_config
-    from framework.train.run_stats import RunStats
-
-    a3c = algorithms.get("a3c")
-    config = load_config(Path(framework.__file__).resolve().parent.parent / "configs" / "a3c_pong.yaml",
-                         ["trainer.workers=1", *REFERENCE_SETTINGS])
-    shared = a3c.build_model(config).share_memory()
-    optimizer = a3c.build_optimizer(shared, config).share_memory()
-    stats = RunStats(1, a3c.metrics)
-    worker = Worker(a3c.build_model(config), WorkerContext(0, 123, config, shared, optimizer, stats.writer(0)))
-    envs, steps = worker.E, worker.T
-    for _ in range(2):
-        worker.update()
-
-    def timed(fn, budget: float) -> float:
-        """Median seconds of fn() over calls that fill about `budget` seconds."""
-        times, start = [], time.perf_counter()
-        while time.perf_counter() - start < budget or len(times) < 3:
-            begin = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - begin)
-        return float(np.median(times))
-
-    acting, stepping = [], []
-    with framework.no_grad():
-        start, step = time.perf_counter(), 0
-        while time.perf_counter() - start < seconds:
-            begin = time.perf_counter()
-            if step % worker.T == 0:  # a rollout's noise is drawn at its first step
-                noise = worker._action_noise()
-            actions = worker._act(worker.envs.obs.copy(), noise[step % worker.T])
-            step += 1
-            middle = time.perf_counter()
-            worker.envs.step(actions)
-            acting.append(middle - begin)
-            stepping.append(time.perf_counter() - middle)
-    worker.rollout()
-
-    def learn() -> None:
-        worker.local_arena.grad[...] = 0.0
-        worker.loss()[0].backward()
-    per_step = 1000.0 / envs
-    result = {"envs": envs, "n_steps": steps,
-              "env_ms": float(np.median(stepping)) * per_step, "act_ms": float(np.median(acting)) * per_step,
-              "learn_ms": timed(learn, seconds) * per_step / steps,
-              "update_ms": timed(worker.update, seconds) * per_step / steps}
-    result["other_ms"] = max(result["update_ms"] - result["env_ms"] - result["act_ms"] - result["learn_ms"], 0.0)
-    worker.envs.close()
-    return result
+    """`worker_breakdown` of the checkout on sys.path with its own Pong config, one worker and the reference's
+    settings."""
+    return worker_breakdown("a3c_pong.yaml", ["trainer.workers=1", *REFERENCE_SETTINGS], seconds)
 
 
 def breakdown_of(checkout: Path, seconds: float) -> dict:
     """`breakdown` in a subprocess importing framework from `checkout`."""
-    done = subprocess.run([sys.executable, __file__, "--breakdown-only", "--seconds", str(seconds)],
+    done = subprocess.run([sys.executable, __file__, "--breakdown-only", "--part-seconds", str(seconds)],
                           capture_output=True, text=True, env=with_checkout(checkout), timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"breakdown in {checkout} failed:\n{done.stderr[-2000:]}")

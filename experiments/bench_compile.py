@@ -13,13 +13,17 @@
    perf/env_steps_per_s after the first third of each run (past start-up);
    against the environments alone, stepped alike, with random actions in 2
    processes.
+   Then where one worker's time goes, in one process (`worker_breakdown`, both
+   env paths): what the worker's own work (acting, learning, the rest of an
+   update) costs per env step next to stepping the envs, so the share of the
+   envs alone a worker can give at most.
 3. Guards during real training: the same runs with
    HOGSHARE_LOGS=recompiles,graph_breaks,guards, counting from the workers' logs
    the graphs captured, every guard failure (with its reason) and every break;
    and one in-process worker (MLP and LSTM) whose counters after its first
    update (warm-up) and after the rest say whether any guard fired later.
 
-Writes experiments/results/compile.md. Bounded: about five minutes.
+Writes experiments/results/compile.md. Bounded: about six minutes.
 Run: python experiments/bench_compile.py [--seconds 15] [--runs 3]
 """
 from __future__ import annotations
@@ -41,7 +45,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after pinning BLAS to one thread, as workers do
 
-from common import REPO, load, markdown_table, write_result  # noqa: E402
+from common import REPO, load, markdown_table, worker_breakdown, write_result  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 import framework  # noqa: E402
@@ -190,6 +194,22 @@ def vector_entry_point(seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def time_split(seconds: float) -> tuple[list, dict]:
+    """Rows of a worker's time per env step (configs/a3c.yaml, compiled, one process; see `worker_breakdown`)
+    as one vector env and as a loop, and each path's breakdown with its share of the envs alone at most
+    (env / update) and the own work that 80% would leave (a quarter of the env step), in us."""
+    rows, split = [], {}
+    for vectorize in (True, False):
+        b = worker_breakdown("a3c.yaml", [f"env.vectorize={str(vectorize).lower()}"], seconds)
+        us = {key[:-3]: b[key] * 1000 for key in ("env_ms", "act_ms", "learn_ms", "other_ms", "update_ms")}
+        split[vectorize] = {**us, "own": us["update"] - us["env"], "share": us["env"] / us["update"],
+                            "budget": us["env"] / 4}
+        rows.append(["one vector env" if vectorize else "a loop of envs"] +
+                    [f"{split[vectorize][key]:.1f}" for key in ("env", "act", "learn", "other", "update", "own")] +
+                    [f"{split[vectorize]['share']:.0%}", f"{split[vectorize]['budget']:.1f}"])
+    return rows, split
+
+
 def worker_counters(lstm: bool, updates: int) -> list:
     """Compiler counters of one in-process A3C worker: after its first update, and after `updates` more."""
     from framework import algorithms
@@ -238,6 +258,7 @@ def main() -> None:
                     logs.update(result["logs"])
                 print(f"{setting_name(compile_on, vectorize)}: {result['rate']:.0f} env steps/s", flush=True)
     alone = {vectorize: envs_alone(5.0, vectorize) for vectorize in (True, False)}
+    rows_split, split = time_split(5.0)
     vector = vector_entry_point(5.0)
     rows = []
     for (compile_on, vectorize), runs in rates.items():
@@ -269,6 +290,17 @@ def main() -> None:
         f"once (the workers' layout), as one vector env (gymnasium's CartPoleVectorEnv, resetting in the same "
         f"step) or as a loop of envs. gymnasium's CartPoleVectorEnv itself (16 envs, NEXT_STEP resets) steps "
         f"{vector:,.0f} steps/s in one process here. Goal: training at 80% or more of the environments alone.",
+        "## Where one worker's time goes (configs/a3c.yaml, compiled, in one process)\n\n" + markdown_table(
+            ["16 CartPole envs as", "env step us", "acting us", "rollout forward+backward us", "rest of the update us",
+             "whole update us", "the worker's own work us", "share of the envs alone at most",
+             "own work for 80% us"], rows_split) +
+        f"\n\nMicroseconds per env step (see `worker_breakdown` in experiments/common.py): acting is the "
+        f"rollout's noise, the policy forward and the sampling; the rest of an update (by difference) its sync, "
+        f"advantages, gradient clipping, optimizer step and statistics. A worker gives at most env / update of "
+        f"what the envs alone step: {split[True]['share']:.0%} as one vector env, {split[False]['share']:.0%} as "
+        f"a loop. 80% would leave its own work a quarter of the env step (last column): "
+        f"{split[True]['budget']:.1f} us as one vector env, where acting alone takes {split[True]['act']:.1f} us "
+        f"and the rollout's forward+backward {split[True]['learn']:.1f} us.",
         "## Guards in real training (the workers' HOGSHARE_LOGS, all compile=true runs)\n\n" +
         markdown_table(["event", "count"], guard_rows or [["no graph captured", 0]]) +
         "\n\nEach worker captures its three graphs (acting policy, rollout forward, loss) once; any "

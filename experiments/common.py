@@ -99,6 +99,76 @@ def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) 
     return statistics.median(times)
 
 
+def worker_breakdown(config: str, overrides: Sequence[str], seconds: float) -> dict:
+    """Milliseconds per env step of one A3C worker built in this process from the checkout on sys.path (its
+    configs/<config> with `overrides`, and its workers' memory policy): `update_ms` a whole update, `env_ms`
+    stepping the envs and `act_ms` acting (the rollout's noise, the policy forward, the sampling) within it, as
+    means over the updates that fill about `seconds`; `learn_ms` the rollout's forward+backward (a median over
+    calls), and `other_ms` the rest of an update (sync, bookkeeping, advantages, optimizer step). envs and
+    n_steps come with them."""
+    import time
+
+    import numpy as np
+
+    import framework
+    try:
+        from framework.train.backends.local import keep_freed_memory
+    except ImportError:  # a checkout from before workers kept the memory they free
+        pass
+    else:
+        keep_freed_memory()
+    from framework import algorithms
+    from framework.algorithms.a3c.worker import Worker
+    from framework.algorithms.base import WorkerContext
+    from framework.train.config import load_config
+    from framework.train.run_stats import RunStats
+
+    a3c = algorithms.get("a3c")
+    settings = load_config(Path(framework.__file__).resolve().parent.parent / "configs" / config, list(overrides))
+    shared = a3c.build_model(settings).share_memory()
+    optimizer = a3c.build_optimizer(shared, settings).share_memory()
+    worker = Worker(a3c.build_model(settings),
+                    WorkerContext(0, 123, settings, shared, optimizer, RunStats(1, a3c.metrics).writer(0)))
+    for _ in range(2):
+        worker.update()
+
+    spent = {"env": 0.0, "act": 0.0}
+
+    def timing(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any) -> Any:
+            begin = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                spent[part] += time.perf_counter() - begin
+        return timed
+    worker.envs.step = timing("env", worker.envs.step)  # instance attributes: the update calls these
+    for method in ("_act", "_action_noise"):  # a checkout from before the rollout's noise was drawn at once has one
+        if hasattr(worker, method):
+            setattr(worker, method, timing("act", getattr(worker, method)))
+    updates, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or updates < 3:
+        worker.update()
+        updates += 1
+    whole = time.perf_counter() - start
+
+    def learn() -> None:
+        worker.local_arena.grad[...] = 0.0
+        worker.loss()[0].backward()
+    learning, start = [], time.perf_counter()
+    while time.perf_counter() - start < seconds or len(learning) < 3:
+        begin = time.perf_counter()
+        learn()
+        learning.append(time.perf_counter() - begin)
+    steps = worker.E * worker.T
+    result = {"envs": worker.E, "n_steps": worker.T, "env_ms": spent["env"] * 1000 / (steps * updates),
+              "act_ms": spent["act"] * 1000 / (steps * updates), "learn_ms": float(np.median(learning)) * 1000 / steps,
+              "update_ms": whole * 1000 / (steps * updates)}
+    result["other_ms"] = max(result["update_ms"] - result["env_ms"] - result["act_ms"] - result["learn_ms"], 0.0)
+    worker.envs.close()
+    return result
+
+
 def return_curve(run_dir: Path, started_at: float) -> list[tuple[float, float]]:
     """(seconds since started_at, mean return of the recent window) from a run's event files."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
