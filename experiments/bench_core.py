@@ -8,7 +8,7 @@ framework runs with parameters packed in an arena (the layout A3C/Hogwild worker
 and, for comparison, unpacked (one array per parameter). A cProfile of the batch-1 actor-critic step shows
 where the remaining time goes.
 
-usage: python experiments/bench_core.py [--steps N]   (writes experiments/results/core.md)
+usage: python experiments/bench_core.py [--steps N] [--rounds R]   (writes experiments/results/core.md)
 """
 from __future__ import annotations
 
@@ -22,18 +22,19 @@ import cProfile  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import pstats  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Callable, Dict, Optional  # noqa: E402
+from typing import Callable, Dict, List, Tuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import framework as F  # noqa: E402
-from common import TORCH_PYTHON, fmt_ratio, markdown_table, torch_available, write_result  # noqa: E402
+from common import TORCH_PYTHON, markdown_table, torch_available, write_result  # noqa: E402
 from framework import nn, optim  # noqa: E402
 from framework.distributions import Categorical  # noqa: E402
 from framework.nn import functional as Fn  # noqa: E402
@@ -95,25 +96,20 @@ def mlp_step(pack: bool) -> Callable[[], None]:
     return step
 
 
-def per_step(step: Callable[[], None], steps: int, repeats: int = 3) -> float:
-    """Seconds per step: the best of `repeats` timed runs of `steps` steps, after a warm-up."""
+def per_step(step: Callable[[], None], steps: int) -> float:
+    """Seconds per step of one timed run of `steps` steps, after a warm-up."""
     for _ in range(max(10, steps // 10)):
         step()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        best = min(best, (time.perf_counter() - start) / steps)
-    return best
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps
 
 
-def torch_times(steps: int) -> Optional[Dict[str, float]]:
-    """The reference's seconds per step by case, or None without torch."""
-    if not torch_available():
-        return None
-    done = subprocess.run([TORCH_PYTHON, str(REFERENCE), str(steps)], capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+def torch_times(steps: int) -> Dict[str, float]:
+    """The reference's seconds per step by case, one timed run each after a warm-up (as `per_step`)."""
+    done = subprocess.run([TORCH_PYTHON, str(REFERENCE), str(steps), "1"], capture_output=True, text=True,
+                          timeout=1800, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"torch_core_reference.py failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -139,7 +135,8 @@ def profile(step: Callable[[], None], steps: int, top: int = 15) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2000, help="timed steps per repeat (MLP 784: a quarter)")
+    parser.add_argument("--steps", type=int, default=2000, help="timed steps per case and round (MLP 784: a quarter)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds, each timing this side's cases then torch's")
     args = parser.parse_args()
     cases = [
         ("actor_critic_b1", "actor-critic 4-128-(2+1), batch 1, Adam", lambda p: actor_critic_step(1, p), args.steps,
@@ -148,25 +145,32 @@ def main() -> None:
          args.steps, 0.5),
         ("mlp_784_b64", "MLP 784-128-10, batch 64, SGD", mlp_step, max(args.steps // 4, 50), 1.0),
     ]
-    ours = {key: (per_step(make(True), steps), per_step(make(False), steps)) for key, _, make, steps, _ in cases}
-    reference = torch_times(args.steps)
+    with_torch = torch_available()
+    ours: Dict[str, List[Tuple[float, float]]] = {key: [] for key, *_ in cases}
+    theirs: List[Dict[str, float]] = []
+    for _ in range(args.rounds):  # each side in turn, so a change in the machine's speed hits both alike
+        for key, _, make, steps, _ in cases:
+            ours[key].append((per_step(make(True), steps), per_step(make(False), steps)))
+        if with_torch:
+            theirs.append(torch_times(args.steps))
     rows = []
     for key, label, _, _, target in cases:
-        packed, unpacked = ours[key]
-        theirs = reference[key] if reference else None
-        ratio = fmt_ratio(packed, theirs)
-        verdict = "n/a" if theirs is None else ("yes" if packed / theirs <= target else "no")
+        packed, unpacked = (statistics.median(r[i] for r in ours[key]) for i in (0, 1))
+        reference = statistics.median(r[key] for r in theirs) if theirs else None
+        ratios = [statistics.median(o[i] / t[key] for o, t in zip(ours[key], theirs)) if theirs else None
+                  for i in (0, 1)]
+        shown = ["n/a" if r is None else f"{r:.2f}x" for r in ratios]
+        verdict = "n/a" if ratios[0] is None else ("yes" if ratios[0] <= target else "no")
         rows.append([label, f"{packed * 1e6:.0f}", f"{unpacked * 1e6:.0f}",
-                     "n/a" if theirs is None else f"{theirs * 1e6:.0f}", ratio, fmt_ratio(unpacked, theirs),
-                     f"<= {target}x", verdict])
+                     "n/a" if reference is None else f"{reference * 1e6:.0f}", *shown, f"<= {target}x", verdict])
         print(f"{label}: framework {packed * 1e6:.0f} us/step (arena), {unpacked * 1e6:.0f} us/step (unpacked); "
-              f"torch {'n/a' if theirs is None else f'{theirs * 1e6:.0f} us/step'}; ratio {ratio}")
+              f"torch {'n/a' if reference is None else f'{reference * 1e6:.0f} us/step'}; ratio {shown[0]}")
     table = markdown_table(["case", "framework, arena (us/step)", "framework, unpacked (us/step)",
                             "torch (us/step)", "ratio, arena", "ratio, unpacked", "target", "met"], rows)
-    note = ("Time per training step (forward, loss, backward, optimizer step), best of 3 runs after a warm-up, "
-            "one BLAS/OpenMP thread on both sides; torch " + ("measured in the same run with "
-                                                             "`experiments/torch_core_reference.py`." if reference
-                                                             else "not available here (n/a)."))
+    note = (f"Time per training step (forward, loss, backward, optimizer step), one BLAS/OpenMP thread on both "
+            f"sides, in {args.rounds} rounds that time each side in turn (one run after a warm-up per case); the "
+            f"figures are medians of the rounds, each ratio the median of the rounds' ratios. torch " +
+            ("ran `experiments/torch_core_reference.py` in each round." if theirs else "is not available here (n/a)."))
     prof = profile(actor_critic_step(1, True), max(args.steps // 2, 200))
     write_result("core", "Tensor/autograd/optim core: time per training step vs PyTorch", [
         "## Per-step time", note, "", table,

@@ -1,7 +1,8 @@
 """PyTorch side of bench_core.py: the same models, losses and optimizer steps, timed per step.
 
-Run by experiments/bench_core.py with the torch interpreter; prints one JSON
-object {case: seconds per step}. usage: python torch_core_reference.py STEPS
+Run by experiments/bench_core.py with the torch interpreter, once per round; prints one
+JSON object {case: seconds per step, the best of REPEATS timed runs after a warm-up}.
+usage: python torch_core_reference.py STEPS [REPEATS]
 """
 import json
 import os
@@ -65,11 +66,11 @@ def mlp_step():
     return step
 
 
-def per_step(step, steps):
+def per_step(step, steps, repeats):
     for _ in range(max(10, steps // 10)):
         step()
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(steps):
             step()
@@ -79,8 +80,9 @@ def per_step(step, steps):
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     print(json.dumps({
-        "actor_critic_b1": per_step(actor_critic_step(1), n),
-        "actor_critic_b32": per_step(actor_critic_step(32), n),
-        "mlp_784_b64": per_step(mlp_step(), max(n // 4, 50)),
+        "actor_critic_b1": per_step(actor_critic_step(1), n, repeats),
+        "actor_critic_b32": per_step(actor_critic_step(32), n, repeats),
+        "mlp_784_b64": per_step(mlp_step(), max(n // 4, 50), repeats),
     }))
