@@ -45,7 +45,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after pinning BLAS to one thread, as workers do
 
-from common import REPO, load, markdown_table, worker_breakdown, write_result  # noqa: E402
+from common import REPO, a3c_worker, load, markdown_table, worker_breakdown, write_result  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 import framework  # noqa: E402
@@ -212,18 +212,8 @@ def time_split(seconds: float) -> tuple[list, dict]:
 
 def worker_counters(lstm: bool, updates: int) -> list:
     """Compiler counters of one in-process A3C worker: after its first update, and after `updates` more."""
-    from framework import algorithms
-    from framework.algorithms.a3c.worker import Worker
-    from framework.algorithms.base import WorkerContext
-    from framework.train.config import load_config
-    from framework.train.run_stats import RunStats
-    a3c = algorithms.get("a3c")
-    config = load_config(CONFIG, [f"model.lstm={str(lstm).lower()}"])
-    model = a3c.build_model(config).share_memory()
-    optimizer = a3c.build_optimizer(model, config).share_memory()
-    compiler.reset()
-    worker = Worker(a3c.build_model(config), WorkerContext(0, 1, config, model, optimizer,
-                                                           RunStats(1, a3c.metrics).writer(0)))
+    worker = a3c_worker(CONFIG.name, [f"model.lstm={str(lstm).lower()}"])
+    compiler.reset()  # before the first call: building a worker captures nothing
     worker.update()
     warm = dict(compiler.counters)
     for _ in range(updates):

@@ -99,6 +99,24 @@ def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) 
     return statistics.median(times)
 
 
+def a3c_worker(config: str, overrides: Sequence[str]) -> Any:
+    """One A3C worker (rank 0 of 1) built in this process from the checkout on sys.path: its configs/<config> with
+    `overrides`, a shared model and optimizer of its own."""
+    import framework
+    from framework import algorithms
+    from framework.algorithms.a3c.worker import Worker
+    from framework.algorithms.base import WorkerContext
+    from framework.train.config import load_config
+    from framework.train.run_stats import RunStats
+
+    a3c = algorithms.get("a3c")
+    settings = load_config(Path(framework.__file__).resolve().parent.parent / "configs" / config, list(overrides))
+    shared = a3c.build_model(settings).share_memory()
+    optimizer = a3c.build_optimizer(shared, settings).share_memory()
+    return Worker(a3c.build_model(settings),
+                  WorkerContext(0, 123, settings, shared, optimizer, RunStats(1, a3c.metrics).writer(0)))
+
+
 def worker_breakdown(config: str, overrides: Sequence[str], seconds: float) -> dict:
     """Milliseconds per env step of one A3C worker built in this process from the checkout on sys.path (its
     configs/<config> with `overrides`, and its workers' memory policy): `update_ms` a whole update, `env_ms`
@@ -110,25 +128,13 @@ def worker_breakdown(config: str, overrides: Sequence[str], seconds: float) -> d
 
     import numpy as np
 
-    import framework
     try:
         from framework.train.backends.local import keep_freed_memory
     except ImportError:  # a checkout from before workers kept the memory they free
         pass
     else:
         keep_freed_memory()
-    from framework import algorithms
-    from framework.algorithms.a3c.worker import Worker
-    from framework.algorithms.base import WorkerContext
-    from framework.train.config import load_config
-    from framework.train.run_stats import RunStats
-
-    a3c = algorithms.get("a3c")
-    settings = load_config(Path(framework.__file__).resolve().parent.parent / "configs" / config, list(overrides))
-    shared = a3c.build_model(settings).share_memory()
-    optimizer = a3c.build_optimizer(shared, settings).share_memory()
-    worker = Worker(a3c.build_model(settings),
-                    WorkerContext(0, 123, settings, shared, optimizer, RunStats(1, a3c.metrics).writer(0)))
+    worker = a3c_worker(config, overrides)
     for _ in range(2):
         worker.update()
 
