@@ -1,6 +1,7 @@
 """The `train` and `evaluate` commands.
 
     train --config PATH [--set key.path=value ...] [--logdir DIR] [--resume RUN_DIR]
+    train --env ID [--set key.path=value ...] [--logdir DIR]
     evaluate --run RUN_DIR [--episodes N] [--seed S] [--record FILE.gif|FILE.mp4]
 
 A bad argument, config or checkpoint, or a run refused at start-up (no room),
@@ -22,7 +23,7 @@ import yaml
 
 from framework import algorithms
 from framework.algorithms.base import Evaluation, FrameSink
-from framework.train import video
+from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config, read_yaml,
                                     validate)
@@ -98,10 +99,25 @@ def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:
                           f"a file in a writable directory") from None
 
 
+def _new_run_config(path: str | None, env_id: str | None, overrides: list[str]) -> tuple[str | Path, list[str]]:
+    """The config file and overrides of a new run: --config as given (--env setting env.id), or the one --env picks."""
+    if env_id is None:
+        return path, overrides
+    quoted = "env.id=" + yaml.safe_dump(env_id, default_style='"').strip()
+    if path is not None:
+        return path, [quoted, *overrides]
+    choice = shipped_configs.choose(env_id)
+    print(shipped_configs.describe(choice), file=Output(sys.stderr), flush=True)
+    return choice.path, [*choice.overrides, *overrides]
+
+
 def train_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `train`; returns the exit code."""
     parser = _Parser(prog="train", description="Train with asynchronous workers on a shared model.")
     parser.add_argument("--config", type=_path, help="YAML experiment config (e.g. configs/a3c.yaml)")
+    parser.add_argument("--env", metavar="ID",
+                        help="train on this environment id: with --config, sets env.id; alone, with the shipped "
+                             "config for ID, else the default for its spaces")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override one config value (parsed as YAML); repeatable")
     parser.add_argument("--logdir", type=_path,
@@ -111,8 +127,10 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     with StopSignals() as signals:
         from framework.train.trainer import Trainer  # the bulk of the imports, done with stop signals recorded
         args = parser.parse_args(argv)
-        if (args.config is None) == (args.resume is None):
-            parser.error("give either --config PATH (a new run) or --resume RUN_DIR (continue one)")
+        if args.resume is not None and args.env is not None:
+            parser.error("--env applies to new runs only; a resumed run keeps its environment")
+        if (args.config is None and args.env is None) == (args.resume is None):
+            parser.error("give either --config PATH or --env ID (a new run) or --resume RUN_DIR (continue one)")
         if args.resume is not None and args.logdir is not None:
             parser.error("--logdir applies to new runs only; a resumed run continues in its RUN_DIR")
         if len(args.overrides) > MAX_OVERRIDES:
@@ -127,7 +145,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
                 check_changes(validate(raw), config)
                 trainer = Trainer(config, args.resume, resume=True, signals=signals)
             else:
-                trainer = Trainer(load_config(args.config, overrides), signals=signals)
+                trainer = Trainer(load_config(*_new_run_config(args.config, args.env, overrides)), signals=signals)
             signals.check()
             result = trainer.run()
         except (ConfigError, CheckpointError, RunError) as exc:

@@ -1,0 +1,104 @@
+"""The configs hogshare ships, and the one `train --env ID` picks for an environment id.
+
+`train --env ID` trains with the shipped config made for ID (one whose
+`env.id` is ID, on the local backend), else with a default chosen by ID's
+spaces: an Atari game takes the Pong config's agent (ALE ids), continuous
+(Box) actions `a3c_continuous.yaml`, everything else `a3c.yaml` (image
+observations go through the convolutional body in each);
+the target return is then the one gymnasium registers for ID
+(`spec.reward_threshold`), or none. The configs live in the checkout's
+`configs/` (an editable install) or, installed from a wheel, in
+`<prefix>/share/hogshare/configs`.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from framework.train.schema import ConfigError, printable
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+DEFAULT = "a3c.yaml"
+CONTINUOUS_DEFAULT = "a3c_continuous.yaml"
+ATARI_DEFAULT = "a3c_pong.yaml"
+
+
+def configs_dir() -> Path:
+    """The directory of the shipped configs; ConfigError when this installation has none."""
+    for candidate in (Path(__file__).resolve().parents[2] / "configs", Path(sys.prefix) / "share/hogshare/configs"):
+        if (candidate / DEFAULT).is_file():
+            return candidate
+    raise ConfigError("--env: this installation has no shipped configs (configs/ of a checkout, or "
+                      "share/hogshare/configs of an install); allowed: --config PATH")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A shipped config for an env id, the `--set` overrides that point it at the id, and why it was picked."""
+
+    path: Path
+    overrides: tuple[str, ...]
+    reason: str
+
+
+def _shipped_env_id(path: Path) -> str | None:
+    """env.id of a shipped local-backend config (None for the ray backend's, or one that names none)."""
+    raw = yaml.safe_load(path.read_text()) or {}
+    if (raw.get("trainer") or {}).get("backend", "local") != "local":
+        return None
+    env = raw.get("env") or {}
+    game = (env.get("kwargs") or {}).get("game")
+    return game if game is not None and env.get("id") == "hogshare/Atari-v0" else env.get("id")
+
+
+def _quoted(value: object) -> str:
+    return yaml.safe_dump(value, default_style='"' if isinstance(value, str) else None).strip().removesuffix("...")\
+        .strip()
+
+
+def _spaces(env_id: str) -> tuple["gym.Space", float | None]:
+    """(action space, registered reward threshold) of env_id; ConfigError if it cannot be built."""
+    from framework.algorithms.a3c.envs import EnvError, env_id_problem, make_env
+    problem = env_id_problem(env_id)
+    if problem is not None:
+        raise ConfigError(f"argument --env: got {printable(repr(env_id))}; allowed: {problem}")
+    try:
+        env = make_env(env_id, {})
+    except EnvError as exc:
+        raise ConfigError(f"argument --env: {printable(env_id)} cannot be built ({exc.__cause__ or exc})") from None
+    try:
+        threshold = getattr(env.spec, "reward_threshold", None)
+        return env.action_space, None if threshold is None else float(threshold)
+    finally:
+        env.close()
+
+
+def choose(env_id: str) -> Choice:
+    """The config `train --env env_id` trains with; ConfigError when env_id cannot be built."""
+    directory = configs_dir()
+    for path in sorted(directory.glob("*.yaml")):
+        if _shipped_env_id(path) == env_id:
+            return Choice(path, (), f"the shipped config for {env_id}")
+    action, threshold = _spaces(env_id)
+    import gymnasium as gym
+    from framework.algorithms.a3c.envs import extra_needed
+    if extra_needed(env_id) == "atari":
+        name, kind = ATARI_DEFAULT, "Atari games"
+    elif isinstance(action, gym.spaces.Box):
+        name, kind = CONTINUOUS_DEFAULT, "continuous actions"
+    else:
+        name, kind = DEFAULT, "discrete actions"
+    overrides = (f"env.id={_quoted(env_id)}", "env.kwargs={}", f"trainer.target_return={_quoted(threshold)}")
+    target = "no target return" if threshold is None else f"target return {threshold:g} (gymnasium's)"
+    return Choice(directory / name, overrides, f"the default for {kind}, {target}")
+
+
+def describe(choice: Choice) -> str:
+    """One line saying which config `--env` picked."""
+    return f"train: {printable(str(choice.path))}, {choice.reason}"

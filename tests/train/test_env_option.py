@@ -1,0 +1,65 @@
+"""`train --env ID`: the shipped config for ID, else a default chosen by ID's spaces."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from framework.train import shipped_configs
+from framework.train.schema import ConfigError
+from train_cli import CONFIGS, only_run_dir, run_cli
+
+
+@pytest.mark.parametrize("env_id, config", [("Acrobot-v1", "a3c_acrobot.yaml"), ("CartPole-v1", "a3c.yaml"),
+                                            ("LunarLander-v3", "a3c_lunarlander.yaml"),
+                                            ("ALE/Pong-v5", "a3c_pong.yaml")])
+def test_an_id_with_a_shipped_config_takes_it_as_it_is(env_id, config):
+    choice = shipped_configs.choose(env_id)
+    assert (choice.path, choice.overrides) == (CONFIGS / config, ())
+
+
+@pytest.mark.parametrize("env_id, config, target", [("MountainCar-v0", "a3c.yaml", "-110.0"),
+                                                    ("MountainCarContinuous-v0", "a3c_continuous.yaml", "90.0"),
+                                                    ("FrozenLake-v1", "a3c.yaml", "0.7"),
+                                                    ("CarRacing-v3", "a3c_continuous.yaml", "900.0")])
+def test_other_ids_take_the_default_for_their_spaces_and_gymnasiums_target(env_id, config, target):
+    choice = shipped_configs.choose(env_id)
+    assert choice.path == CONFIGS / config
+    assert choice.overrides == (f'env.id="{env_id}"', "env.kwargs={}", f"trainer.target_return={target}")
+
+
+def test_an_id_without_a_registered_threshold_trains_without_a_target():
+    assert shipped_configs.choose("Blackjack-v1").overrides[-1] == "trainer.target_return=null"
+
+
+def test_an_unknown_id_is_refused_naming_the_argument():
+    with pytest.raises(ConfigError, match="argument --env: got 'NoSuchEnv-v0'; allowed: a registered"):
+        shipped_configs.choose("NoSuchEnv-v0")
+
+
+def test_train_env_runs_the_picked_config_with_user_overrides(tmp_path):
+    done = run_cli("train", "--env", "MountainCar-v0", "--logdir", tmp_path, "--set", "trainer.max_seconds=2",
+                   "--set", "logging.progress=false", timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "a3c.yaml, the default for discrete actions, target return -110 (gymnasium's)" in done.stderr
+    config = yaml.safe_load((only_run_dir(tmp_path) / "config.yaml").read_text())
+    assert (config["env"]["id"], config["trainer"]["target_return"], config["trainer"]["max_seconds"]) == \
+        ("MountainCar-v0", -110.0, 2.0)
+
+
+def test_env_with_config_sets_env_id(tmp_path):
+    done = run_cli("train", "--config", CONFIGS / "a3c.yaml", "--env", "Acrobot-v1", "--logdir", tmp_path,
+                   "--set", "trainer.max_seconds=2", "--set", "logging.progress=false", timeout=180)
+    assert done.returncode == 0, done.stderr
+    config = yaml.safe_load((only_run_dir(tmp_path) / "config.yaml").read_text())
+    assert (config["env"]["id"], config["trainer"]["target_return"]) == ("Acrobot-v1", 475.0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "NoSuchEnv-v0"], "train: error: argument --env: got 'NoSuchEnv-v0'"),
+    (["--env", "CartPole-v1", "--resume", "runs/x"], "--env applies to new runs only"),
+])
+def test_bad_env_arguments_exit_2_with_one_line(tmp_path, argv, message):
+    done = run_cli("train", *argv, "--logdir", tmp_path) if "--resume" not in argv else run_cli("train", *argv)
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not any(tmp_path.iterdir())
