@@ -12,7 +12,10 @@ steps, seconds to the target) and learning.png (the curves).
 
 usage: python experiments/learning.py [--seeds 5] [--first-seed 0] [--tasks cartpole,acrobot,...]
            [--cartpole-seconds 60] [--acrobot-seconds 60] [--lunarlander-seconds 900]
-           [--pendulum-seconds 150] [--full-budget]
+           [--pendulum-seconds 150] [--full-budget] [--defaults]
+
+--defaults runs the default configs (a3c.yaml, a3c_continuous.yaml) with only
+env.id changed, 300 s each, and rewrites learning.md's last section with them.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from common import REPO, RESULTS, load, markdown_table, write_result
@@ -49,13 +53,29 @@ TASKS = (
     Task("lunarlander", "LunarLander-v3", "a3c_lunarlander.yaml", 200, 900, needs="Box2D"),
     Task("pendulum", "Pendulum-v1", "a3c_pendulum.yaml", -200, 150),
 )
+DEFAULT_TASKS = (
+    Task("cartpole", "CartPole-v1", "a3c.yaml", 475, 300),
+    Task("acrobot", "Acrobot-v1", "a3c.yaml", -100, 300),
+    Task("lunarlander", "LunarLander-v3", "a3c.yaml", 200, 300, needs="Box2D"),
+    Task("pendulum", "Pendulum-v1", "a3c_continuous.yaml", -200, 300),
+)
+"""--defaults: the two default configs (discrete and continuous actions) with only env.id changed, 5 minutes each."""
+DEFAULTS_HEADING = "## Only env.id changed"
+
+
+def task_overrides(task: Task) -> tuple[str, ...]:
+    """What --set a task's config needs to train on the task: env.id and its target, where the config is a default."""
+    shipped = yaml.safe_load((REPO / "configs" / task.config).read_text())
+    if shipped["env"]["id"] == task.env_id:
+        return ()
+    return f"env.id={task.env_id}", f"trainer.target_return={task.target:g}"
 
 
 def run(task: Task, seed: int, seconds: float, full_budget: bool, logdir: Path, overrides: tuple[str, ...] = ()) -> dict:
     """One training run (`overrides`: extra `--set key=value`s); its summary and its curve of (seconds since
     start, mean of the last 100 returns)."""
     sets = [f"seed={seed}", f"trainer.max_seconds={seconds}", "logging.progress=false", "logging.log_every_s=1",
-            *overrides]
+            *task_overrides(task), *overrides]
     if full_budget:
         sets.append("trainer.target_return=null")
     args = ["--config", str(REPO / "configs" / task.config), "--logdir", str(logdir)]
@@ -136,6 +156,27 @@ def run_seed(task: Task, seed: int, seconds: float, full_budget: bool, overrides
     return result
 
 
+def defaults_section(results: dict[Task, list[dict]], seeds: range) -> str:
+    """learning.md's section on the default configs with only env.id changed."""
+    table = markdown_table(["environment", "config", "target", "seeds reaching it in 5 minutes", "seconds to reach it",
+                            "final mean return (last 100 episodes)", "env steps/s"],
+                           [[task.env_id, f"configs/{task.config}", f">= {task.target:g}",
+                             f"{sum(reached_at(r, task.target) is not None for r in runs)} of {len(runs)}",
+                             mean_std([t for r in runs if (t := reached_at(r, task.target)) is not None]) + " s",
+                             mean_std([r["summary"]["mean_return"] for r in runs if r["summary"]["mean_return"] is not None]),
+                             f"{statistics.mean(r['summary']['steps_per_second'] for r in runs):,.0f}"]
+                            for task, runs in results.items()])
+    return "\n\n".join([
+        DEFAULTS_HEADING,
+        "What a user gets by pointing a default config at another task: `configs/a3c.yaml` (discrete actions) and "
+        "`configs/a3c_continuous.yaml` (continuous actions) with `--set env.id=ID` and, so that the run stops "
+        "there, `--set trainer.target_return=` gymnasium's threshold for ID; no hyperparameter changed. "
+        f"Budget 300 s per run, seeds {seeds.start}..{seeds.stop - 1}, 2 workers, one run at a time "
+        f"(`python experiments/learning.py --defaults --seeds {len(seeds)} --first-seed {seeds.start}`); "
+        f"load {load()} at the end.",
+        table, "![default configs](learning_defaults.png)"]) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="runs per environment (default 5)")
@@ -143,10 +184,12 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(t.name for t in TASKS),
                         help=f"comma-separated subset of {', '.join(t.name for t in TASKS)} (default: all)")
     for task in TASKS:
-        parser.add_argument(f"--{task.name}-seconds", type=float, default=task.seconds,
+        parser.add_argument(f"--{task.name}-seconds", type=float, default=None,
                             help=f"wall-second budget of each {task.env_id} run (default {task.seconds:g})")
     parser.add_argument("--full-budget", action="store_true",
                         help="run every budget to the end instead of stopping at the target")
+    parser.add_argument("--defaults", action="store_true",
+                        help="the default configs with only env.id changed (learning.md's last section)")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error(f"argument --seeds: got {args.seeds}; allowed: an integer >= 1")
@@ -158,18 +201,27 @@ def main() -> None:
     started = load()
     results: dict[Task, list[dict]] = {}
     skipped = []
-    for task in (t for t in TASKS if t.name in chosen):
+    budgets = {}
+    for task in (t for t in (DEFAULT_TASKS if args.defaults else TASKS) if t.name in chosen):
         if not available(task):
             skipped.append(task)
             continue
-        seconds = getattr(args, f"{task.name}_seconds")
-        results[task] = [run_seed(task, seed, seconds, args.full_budget) for seed in seeds]
+        budgets[task] = getattr(args, f"{task.name}_seconds") or task.seconds
+        results[task] = [run_seed(task, seed, budgets[task], args.full_budget) for seed in seeds]
+    path = RESULTS / "learning.md"
+    previous = path.read_text() if path.exists() else ""
+    kept_head, _, kept_defaults = previous.partition(DEFAULTS_HEADING)
+    if args.defaults:
+        plot(results, RESULTS / "learning_defaults.png")
+        path.write_text(kept_head.rstrip("\n") + "\n\n" + defaults_section(results, seeds))
+        print(path.read_text())
+        return
     plot(results, RESULTS / "learning.png")
     table = markdown_table(["environment", "target", "final mean return (last 100 episodes)", "target met",
                             "seeds reaching it", "seconds to reach it", "wall time", "env steps", "env steps/s"],
                            [row(task, runs) for task, runs in results.items()])
-    budgets = ", ".join(f"{t.env_id} {getattr(args, f'{t.name}_seconds'):g} s" for t in results)
-    notes = [f"Budgets per run: {budgets}; seeds {seeds.start}..{seeds.stop - 1}, 2 workers, one run at a time. "
+    budget_text = ", ".join(f"{t.env_id} {b:g} s" for t, b in budgets.items())
+    notes = [f"Budgets per run: {budget_text}; seeds {seeds.start}..{seeds.stop - 1}, 2 workers, one run at a time. "
              + ("Every run used its whole budget." if args.full_budget else
                 "A run stops as soon as the mean of its last 100 episode returns reaches the target, so the "
                 "final mean return of a run that reached it is about the target."),
@@ -181,7 +233,9 @@ def main() -> None:
     if skipped:
         notes.append("Not run (optional extra not installed): "
                      + ", ".join(f"{t.env_id} (pip install -e '.[box2d]')" for t in skipped) + ".")
-    path = write_result("learning", "A3C learning results on classic control", [table, *notes])
+    write_result("learning", "A3C learning results on classic control", [table, *notes])
+    if kept_defaults:
+        path.write_text(path.read_text().rstrip("\n") + "\n\n" + DEFAULTS_HEADING + kept_defaults)
     print(path.read_text())
 
 

@@ -83,7 +83,7 @@ def choose(env_id: str) -> Choice:
     """The config `train --env env_id` trains with; ConfigError when env_id cannot be built."""
     directory = configs_dir()
     for path in sorted(directory.glob("*.yaml")):
-        if _shipped_env_id(path) == env_id:
+        if path.name != CONTINUOUS_DEFAULT and _shipped_env_id(path) == env_id:
             return Choice(path, (), f"the shipped config for {env_id}")
     action, threshold = _spaces(env_id)
     import gymnasium as gym
