@@ -62,8 +62,18 @@ def _quoted(value: object) -> str:
         .strip()
 
 
-def _spaces(env_id: str) -> tuple["gym.Space", float | None]:
-    """(action space, registered reward threshold) of env_id; ConfigError if it cannot be built."""
+def _has_image(space: "gym.Space") -> bool:
+    """Whether an observation space is, or holds, a uint8 image (which env.normalize_obs must leave alone)."""
+    if space.shape is not None and len(space.shape) == 3 and getattr(space.dtype, "name", None) == "uint8":
+        return True
+    children = getattr(space, "spaces", None)
+    values = children.values() if isinstance(children, dict) else children or ()
+    return any(_has_image(child) for child in values)
+
+
+def _spaces(env_id: str) -> tuple["gym.Space", "gym.Space", float | None]:
+    """(observation space, action space, registered reward threshold) of env_id; ConfigError if it cannot be
+    built."""
     from framework.algorithms.a3c.envs import EnvError, env_id_problem, make_env
     problem = env_id_problem(env_id)
     if problem is not None:
@@ -74,7 +84,7 @@ def _spaces(env_id: str) -> tuple["gym.Space", float | None]:
         raise ConfigError(f"argument --env: {printable(env_id)} cannot be built ({exc.__cause__ or exc})") from None
     try:
         threshold = getattr(env.spec, "reward_threshold", None)
-        return env.action_space, None if threshold is None else float(threshold)
+        return env.observation_space, env.action_space, None if threshold is None else float(threshold)
     finally:
         env.close()
 
@@ -85,7 +95,7 @@ def choose(env_id: str) -> Choice:
     for path in sorted(directory.glob("*.yaml")):
         if path.name != CONTINUOUS_DEFAULT and _shipped_env_id(path) == env_id:
             return Choice(path, (), f"the shipped config for {env_id}")
-    action, threshold = _spaces(env_id)
+    observation, action, threshold = _spaces(env_id)
     import gymnasium as gym
     from framework.algorithms.a3c.envs import extra_needed
     if extra_needed(env_id) == "atari":
@@ -95,6 +105,8 @@ def choose(env_id: str) -> Choice:
     else:
         name, kind = DEFAULT, "discrete actions"
     overrides = (f"env.id={_quoted(env_id)}", "env.kwargs={}", f"trainer.target_return={_quoted(threshold)}")
+    if _has_image(observation) and yaml.safe_load((directory / name).read_text())["env"].get("normalize_obs"):
+        overrides += ("env.normalize_obs=false",)
     target = "no target return" if threshold is None else f"target return {threshold:g} (gymnasium's)"
     return Choice(directory / name, overrides, f"the default for {kind}, {target}")
 

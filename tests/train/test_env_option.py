@@ -20,11 +20,19 @@ def test_an_id_with_a_shipped_config_takes_it_as_it_is(env_id, config):
 @pytest.mark.parametrize("env_id, config, target", [("MountainCar-v0", "a3c.yaml", "-110.0"),
                                                     ("MountainCarContinuous-v0", "a3c_continuous.yaml", "90.0"),
                                                     ("FrozenLake-v1", "a3c.yaml", "0.7"),
-                                                    ("CarRacing-v3", "a3c_continuous.yaml", "900.0")])
+                                                    ("Pendulum-v1", "a3c_pendulum.yaml", None)])
 def test_other_ids_take_the_default_for_their_spaces_and_gymnasiums_target(env_id, config, target):
     choice = shipped_configs.choose(env_id)
     assert choice.path == CONFIGS / config
-    assert choice.overrides == (f'env.id="{env_id}"', "env.kwargs={}", f"trainer.target_return={target}")
+    expected = () if target is None else (f'env.id="{env_id}"', "env.kwargs={}", f"trainer.target_return={target}")
+    assert choice.overrides == expected
+
+
+def test_image_observations_are_not_normalised_by_the_continuous_default():
+    choice = shipped_configs.choose("CarRacing-v3")
+    assert choice.path == CONFIGS / "a3c_continuous.yaml"
+    assert choice.overrides == ('env.id="CarRacing-v3"', "env.kwargs={}", "trainer.target_return=900.0",
+                                "env.normalize_obs=false")
 
 
 def test_an_id_without_a_registered_threshold_trains_without_a_target():
