@@ -23,8 +23,8 @@ import yaml
 
 from framework import algorithms
 from framework.train import backends, video, yaml_input
-from framework.train.schema import (MAX_TEXT, ConfigError, Field, bad_value, merge_schemas, printable, short_repr,
-                                    validate_section)
+from framework.train.schema import (MAX_TEXT, ConfigError, Field, bad_value, check_known_keys, merge_schemas,
+                                    printable, short_repr, validate_section)
 
 Config = dict[str, Any]
 
@@ -142,22 +142,38 @@ def full_schema(algorithm_name: str) -> dict[str, Any]:
                               "seed": merged.pop("seed")}
     del merged["experiment"]
     schema.update({name: spec for name, spec in merged.items() if name not in CORE_SCHEMA})
-    schema["algorithm"] = {"name": Field("str", algorithm_name, choices=algorithms.names()), **algo.full_schema()}
+    schema["algorithm"] = {"name": Field("str", algorithm_name, check=_check_algorithm_name), **algo.full_schema()}
     schema.update({name: spec for name, spec in merged.items() if name in CORE_SCHEMA})
     schema["logging"] = {**schema["logging"], "hparams": Field("str_list", list(algo.hparams))}
     return schema
 
 
+def _check_algorithm_name(value: str) -> str | None:
+    if value in algorithms.names() or algorithms.is_spec(value):
+        return None
+    return "one of " + ", ".join(algorithms.names()) + ", or module:PluginClass"
+
+
 def _algorithm_name(raw: Any) -> str:
+    """The config's algorithm.name; for module:PluginClass, only once the core keys it holds are valid (the
+    plugin's module is imported next, as its schema is needed to check the rest)."""
     section = raw.get("algorithm", {}) if isinstance(raw, dict) else {}
     name = section.get("name", "a3c") if isinstance(section, dict) else "a3c"
-    if name not in algorithms.names():
-        raise bad_value("algorithm.name", name, "one of " + ", ".join(algorithms.names()))
+    problem = _check_algorithm_name(name) if isinstance(name, str) else "a string"
+    if problem:
+        raise bad_value("algorithm.name", name, problem)
+    if algorithms.is_spec(name):
+        check_known_keys(CORE_SCHEMA, raw)
     return name
 
 
 def validate(raw: Any) -> Config:
-    """A complete, checked config from a raw (possibly partial) mapping; raises ConfigError."""
+    """A complete, checked config from a raw (possibly partial) mapping; raises ConfigError.
+
+    Nothing the config names is imported before every key that can be checked without an import is (see
+    framework.algorithms.user_code): the schema's checks of env.id and model.factory are of their form only;
+    the env's and the factory's modules are imported by the algorithm's check_config, after the schema.
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"config: got {short_repr(raw)}; allowed: a mapping of sections "
                           f"({', '.join([*CORE_SCHEMA, 'algorithm', '...'])})")
