@@ -316,6 +316,38 @@ class _VectorEnvs:
         self.vector_env.close()
 
 
+class ObservationEncoder:
+    """Raw observations of a space as the model reads a batch of them: Box ones keep their shape (uint8 for
+    uint8 images (C, H, W), float32 otherwise), Discrete ones become one-hot float32 vectors."""
+
+    def __init__(self, space: gym.Space):
+        if isinstance(space, gym.spaces.Box):
+            self._one_hot = 0
+            self.shape: tuple[int, ...] = tuple(space.shape)
+            self.dtype = np.uint8 if space.dtype == np.uint8 and len(space.shape) == 3 else np.float32
+        elif isinstance(space, gym.spaces.Discrete):
+            self._one_hot = int(space.n)
+            self.shape, self.dtype = (self._one_hot,), np.float32
+        else:
+            raise ValueError(f"observation space {space} is not supported; allowed: Box or Discrete")
+
+    def __call__(self, observations: Any) -> np.ndarray:
+        """A sequence of raw observations as one (n, *shape) batch."""
+        if self._one_hot:
+            out = np.zeros((len(observations), self._one_hot), dtype=np.float32)
+            out[np.arange(len(observations)), np.asarray(observations, dtype=np.int64)] = 1.0
+            return out
+        return np.asarray(observations, dtype=self.dtype).reshape(len(observations), *self.shape)
+
+
+def env_actions(space: gym.Space, actions: np.ndarray) -> np.ndarray:
+    """A batch of actions as the envs of space take them: int64 for Discrete (gymnasium checks NumPy ints faster
+    than Python ints), rows clipped to the bounds for Box."""
+    if isinstance(space, gym.spaces.Discrete):
+        return np.asarray(actions, dtype=np.int64)
+    return np.clip(actions, space.low, space.high)
+
+
 class EnvBatch:
     """n environments of one id stepped together (one vector env, or a loop of envs: see the module docstring);
     obs holds their current observations, uint8 for uint8 images (C, H, W) and float32 otherwise.
@@ -336,25 +368,19 @@ class EnvBatch:
         self.vectorized = vector is not None
         self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank, render)
         self._n = n
-        space = self._envs.observation_space
-        if isinstance(space, gym.spaces.Box):
-            self._one_hot = 0
-            self.obs_shape: tuple[int, ...] = tuple(space.shape)
-            dtype = np.uint8 if space.dtype == np.uint8 and len(space.shape) == 3 else np.float32
-        elif isinstance(space, gym.spaces.Discrete):
-            self._one_hot = int(space.n)
-            self.obs_shape = (self._one_hot,)
-            dtype = np.float32
-        else:
+        self.observation_space = self._envs.observation_space
+        try:
+            self._encode = ObservationEncoder(self.observation_space)
+        except ValueError as exc:
             self._envs.close()
-            raise EnvError(f"environment {env_id} (worker {rank}): observation space {space} is not supported; "
-                           f"allowed: Box or Discrete")
+            raise EnvError(f"environment {env_id} (worker {rank}): {exc}") from None
+        self.obs_shape = self._encode.shape
         self.action_space = self._envs.action_space
         if not isinstance(self.action_space, (gym.spaces.Discrete, gym.spaces.Box)):
             self._envs.close()
             raise EnvError(f"environment {env_id} (worker {rank}): action space {self.action_space} is not "
                            f"supported; allowed: Discrete or Box")
-        self.obs = np.zeros((n, *self.obs_shape), dtype=dtype)
+        self.obs = np.zeros((n, *self.obs_shape), dtype=self._encode.dtype)
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
         self.obs[...] = self._observe(self._envs.reset(seed))
@@ -373,30 +399,15 @@ class EnvBatch:
         assert isinstance(self._envs, _LoopEnvs) and self._envs.frames is not None, "a batch made with render"
         return self._envs.frames
 
-    def _as_obs(self, observations: Any) -> np.ndarray:
-        """Raw observations as a batch of obs's dtype (one-hot for Discrete spaces)."""
-        if self._one_hot:
-            out = np.zeros((len(observations), self._one_hot), dtype=np.float32)
-            out[np.arange(len(observations)), np.asarray(observations, dtype=np.int64)] = 1.0
-            return out
-        return np.asarray(observations, dtype=self.obs.dtype).reshape(len(observations), *self.obs_shape)
-
     def _observe(self, observations: Any, update: bool = True) -> np.ndarray:
         """Raw observations as a batch, normalised when the batch normalises (merged into the statistics when
         `update`)."""
-        batch = self._as_obs(observations)
+        batch = self._encode(observations)
         return batch if self.normalization is None else self.normalization.observations(batch, update)
-
-    def _actions(self, actions: np.ndarray) -> np.ndarray:
-        """Actions as the envs take them: int64 for Discrete (gymnasium checks NumPy ints faster than Python
-        ints), rows clipped to the bounds for Box."""
-        if isinstance(self.action_space, gym.spaces.Discrete):
-            return np.asarray(actions, dtype=np.int64)
-        return np.clip(actions, self.action_space.low, self.action_space.high)
 
     def step(self, actions: np.ndarray) -> BatchStep:
         """Step every env with its action; finished episodes are reset and their stats returned."""
-        observations, rewards, terminated, truncated, final = self._envs.step(self._actions(actions))
+        observations, rewards, terminated, truncated, final = self._envs.step(env_actions(self.action_space, actions))
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool) & ~terminated
         self._returns += rewards

@@ -14,15 +14,14 @@ from typing import Iterator
 import gymnasium as gym
 import numpy as np
 
-import framework
 from framework import nn
+from framework.algorithms.a3c.actor import Actor
 from framework.algorithms.a3c.envs import BatchStep, EnvBatch, EnvError, NoFrames, env_id_problem, make_env
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
 from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
 from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink,
                                        WorkerContext)
-from framework.device import to_device, to_host
 from framework.train.schema import ConfigError, Field
 
 
@@ -59,14 +58,12 @@ def _conv_layers(config: Config, obs_shape: tuple[int, ...]) -> tuple[tuple[int,
     return IMAGE_CONV
 
 
-def _greedy_steps(model: ActorCritic, envs: EnvBatch) -> Iterator[BatchStep]:
-    """Step envs with the model's greedy actions (the most likely action, or the mean action), for ever."""
-    state = model.initial_state(len(envs))
+def _greedy_steps(actor: Actor, envs: EnvBatch) -> Iterator[BatchStep]:
+    """Step envs with the actor's greedy actions (the most likely action, or the mean action), for ever."""
+    state = actor.initial_state(len(envs))
     while True:
-        with framework.no_grad():  # entered per step: a generator must not hold grad mode off for its caller
-            head, state = model.policy_array(to_device(envs.obs, model.device), state)
-        head = to_host(head)
-        yield envs.step(head if model.continuous else np.argmax(head, axis=1))
+        actions, state = actor.act(envs.obs, state)
+        yield envs.step(actions)
 
 
 def _evaluation(returns: np.ndarray) -> Evaluation:
@@ -142,13 +139,12 @@ class A3C(Algorithm):
         Worker(self.build_model(ctx.config), ctx).run()
 
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
-        """Greedy episodes (most likely action, or the mean action), one per environment in a batch."""
+        """Greedy episodes (most likely action, or the mean action: `Actor`), one per environment in a batch."""
         envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
-                        normalization=Normalization.for_model(model, config, episodes, update=False),
                         vectorize=config["env"]["vectorize"])
         returns = np.full(episodes, np.nan)
         try:
-            for out in _greedy_steps(model, envs):
+            for out in _greedy_steps(Actor(model, config, envs.observation_space, envs.action_space), envs):
                 for i, ret in zip(out.episode_index, out.episode_returns):
                     if np.isnan(returns[i]):
                         returns[i] = ret
@@ -166,15 +162,14 @@ class A3C(Algorithm):
         returns: list[float] = []
         for i in range(episodes):
             try:
-                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
-                                normalization=Normalization.for_model(model, config, 1, update=False))
+                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True)
             except NoFrames as exc:
                 raise ConfigError(f"config key 'env.id': {exc}; allowed: an environment with the rgb_array render "
                                   f"mode, to record") from None
             episode_return = None
             try:
                 more = frames(envs.frames[0])
-                steps = _greedy_steps(model, envs)
+                steps = _greedy_steps(Actor(model, config, envs.observation_space, envs.action_space), envs)
                 while more and episode_return is None:
                     out = next(steps)
                     more = frames(envs.frames[0])
@@ -186,6 +181,14 @@ class A3C(Algorithm):
             if not more:
                 break
         return _evaluation(np.asarray(returns))
+
+    def actor(self, model: nn.Module, config: Config) -> Actor:
+        """The model acting in the spaces of config's environment (built once to read them)."""
+        env = make_env(config["env"]["id"], config["env"]["kwargs"])
+        try:
+            return Actor(model, config, env.observation_space, env.action_space)
+        finally:
+            env.close()
 
     def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
         """The normalisation statistics, when the model has any (see a3c.normalization)."""
