@@ -1,7 +1,7 @@
 """Experiment configs: the core schema, YAML loading, `--set` overrides and the run directory's config.yaml.
 
 A config is a nested dict of plain values. `load_config` reads a YAML file with
-the bounded safe loader of `yaml_input`, applies `key.path=value` overrides, fills in defaults and
+the bounded safe loader of `yaml_input` (or takes a mapping, from Python), applies `key.path=value` overrides, fills in defaults and
 checks every key; anything wrong raises `ConfigError`, whose one-line message
 names the key path, the value given and what is allowed.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
@@ -294,9 +294,15 @@ def apply_overrides(raw: Any, overrides: Sequence[str]) -> Any:
     return out
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
-    """Read, override, fill in and check a config file; raises ConfigError."""
-    return validate(apply_overrides(read_yaml(path), overrides))
+def load_config(source: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> Config:
+    """Read (a YAML file's path) or take (a mapping: a config as a YAML file would hold it, or a checked one),
+    override, fill in and check a config; raises ConfigError."""
+    return validate(apply_overrides(read_yaml(source) if isinstance(source, (str, Path)) else source, overrides))
+
+
+def string_override(key: str, value: str) -> str:
+    """The `key=value` override that sets value as a string, whatever YAML would make of it ('runs #2', 'yes')."""
+    return f"{key}=" + yaml.safe_dump(value, default_style='"').strip()
 
 
 def config_text(config: Config) -> str:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import gymnasium as gym
 import numpy as np
 
-import framework
 from framework import nn
 from framework.algorithms import user_code
 from framework.algorithms.a3c import model_factory
+from framework.algorithms.a3c.actor import Actor
 from framework.algorithms.a3c.envs import (BatchStep, EnvBatch, EnvBuildError, NoFrames, env_id_problem, make_env,
                                            missing_extra_message)
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, ActorCriticBase, conv_output_sides
@@ -28,7 +27,6 @@ from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
 from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink,
                                        WorkerContext)
-from framework.device import to_device, to_host
 from framework.train.schema import ConfigError, Field
 
 
@@ -62,13 +60,12 @@ def _conv_layers(config: Config, layout: ObservationLayout) -> tuple[tuple[int, 
     return IMAGE_CONV
 
 
-def _greedy_steps(model: ActorCriticBase, envs: EnvBatch) -> Iterator[BatchStep]:
-    """Step envs with the model's greedy actions (the most likely one of each component, or the mean), for ever."""
-    state = model.initial_state(len(envs))
+def _greedy_steps(actor: Actor, envs: EnvBatch) -> Iterator[BatchStep]:
+    """Step envs with the actor's greedy actions (the most likely one of each component, or the mean), for ever."""
+    state = actor.initial_state(len(envs))
     while True:
-        with framework.no_grad():  # entered per step: a generator must not hold grad mode off for its caller
-            head, state = model.policy_array(to_device(envs.obs, model.device), state)
-        yield envs.step(envs.action_head.greedy(to_host(head)))
+        actions, state = actor.choose(envs.obs, state)
+        yield envs.step(actions)
 
 
 def _evaluation(returns: np.ndarray) -> Evaluation:
@@ -158,13 +155,13 @@ class A3C(Algorithm):
         Worker(self.build_model(ctx.config), ctx).run()
 
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
-        """Greedy episodes (most likely action, or the mean action), one per environment in a batch."""
+        """Greedy episodes (the most likely action of each component, or the mean: `Actor`), one per environment in a
+        batch."""
         envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
-                        normalization=Normalization.for_model(model, config, episodes, update=False),
                         vectorize=config["env"]["vectorize"])
         returns = np.full(episodes, np.nan)
         try:
-            for out in _greedy_steps(model, envs):
+            for out in _greedy_steps(Actor(model, config, envs.layout, envs.action_head), envs):
                 for i, ret in zip(out.episode_index, out.episode_returns):
                     if np.isnan(returns[i]):
                         returns[i] = ret
@@ -182,15 +179,14 @@ class A3C(Algorithm):
         returns: list[float] = []
         for i in range(episodes):
             try:
-                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
-                                normalization=Normalization.for_model(model, config, 1, update=False))
+                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True)
             except NoFrames as exc:
                 raise ConfigError(f"config key 'env.id': {exc}; allowed: an environment with the rgb_array render "
                                   f"mode, to record") from None
             episode_return = None
             try:
                 more = frames(envs.frames[0])
-                steps = _greedy_steps(model, envs)
+                steps = _greedy_steps(Actor(model, config, envs.layout, envs.action_head), envs)
                 while more and episode_return is None:
                     out = next(steps)
                     more = frames(envs.frames[0])
@@ -202,6 +198,10 @@ class A3C(Algorithm):
             if not more:
                 break
         return _evaluation(np.asarray(returns))
+
+    def actor(self, model: nn.Module, config: Config) -> Actor:
+        """The model acting in config's environment, whose spaces are read as the workers read them (a3c.spaces)."""
+        return Actor(model, config, *_spaces(config))
 
     def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
         """The normalisation statistics, when the model has any (see a3c.normalization)."""

@@ -33,6 +33,7 @@ import numpy as np
 import framework
 from framework.device import array_module
 from framework.distributions import Bernoulli, Categorical, Normal
+from framework.random import standard_normal, uniform
 
 MAX_CHANNELS = 4
 """Channels of a (height, width, channels) image that is transposed for the convolutions."""
@@ -194,6 +195,14 @@ class ActionHead:
         if self.kind == "bernoulli":
             return xp.log(xp_uniform + 1e-12) - xp.log1p(-xp_uniform + 1e-12)
         return -xp.log(-xp.log(xp_uniform + 1e-12) + 1e-12)
+
+    def draw_noise(self, leading: tuple[int, ...], dtype: Any, device: str) -> Any:
+        """The noise of sample() for actions of shape (*leading, size), drawn at once on device: N(0, 1) for a
+        Normal, else from uniform draws (noise())."""
+        shape = (*leading, self.size)
+        if self.continuous:
+            return standard_normal(shape, dtype, device)
+        return self.noise(uniform(shape, dtype, device=device))
 
     def sample(self, head: Any, noise: Any, log_std: Any = None) -> Any:
         """Actions for policy outputs `head` (batch, size) with noise: Gumbel-max for categoricals, mean + std *

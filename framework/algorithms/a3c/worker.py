@@ -36,7 +36,6 @@ from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.base import WorkerContext, learning_rate
 from framework.device import array_module, to_device, to_host
 from framework.optim.clip import grad_norm
-from framework.random import standard_normal, uniform
 
 
 def a3c_loss(action_head: ActionHead, model: ActorCriticBase, head: Any, values: Any, actions: Any,
@@ -103,12 +102,8 @@ class Worker:
 
     def _action_noise(self) -> Any:
         """The noise of a whole rollout's actions, (T, E, size), drawn at once on the device (the same numbers
-        as T draws of one step's): N(0, 1) for continuous actions, else from uniform draws (ActionHead.noise:
-        Gumbel noise for the Gumbel-max trick, logistic noise for Bernoullis)."""
-        shape, dtype = (self.T, self.E, self.action_head.size), self.local_arena.data.dtype
-        if self.action_head.continuous:
-            return standard_normal(shape, dtype, self.device)
-        return self.action_head.noise(uniform(shape, dtype, device=self.device))
+        as T draws of one step's: ActionHead.draw_noise)."""
+        return self.action_head.draw_noise((self.T, self.E), self.local_arena.data.dtype, self.device)
 
     def _act(self, obs: np.ndarray, noise: Any) -> np.ndarray:
         """Sample actions on the device for a batch of host observations (no grad) with this step's noise;
