@@ -3,7 +3,8 @@
 MoveToGoal: a point on a line moves left or right to a goal (Box observation, Discrete action), solved in a
 few seconds. DictGoal: the same with a Dict observation (a Box and a Discrete) and MultiDiscrete actions (the
 second component ignored). ImageGoal: a Dict of a (height, width, channels) image and a vector, MultiBinary
-actions. TextObservation: a Text observation space, which A3C cannot read.
+actions. OffsetGoal: a Tuple observation (a Box and a Discrete starting at -1) and MultiDiscrete actions that
+start at [1, -1]. TextObservation: a Text observation space, which A3C cannot read.
 """
 from __future__ import annotations
 
@@ -92,6 +93,25 @@ class ImageGoal(MoveToGoal):
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         assert action.shape == (2,) and set(np.unique(action)) <= {0, 1}
         reward, terminated, truncated = self._move(int(action[0]))
+        return self._obs(), reward, terminated, truncated, {}
+
+
+class OffsetGoal(MoveToGoal):
+    """MoveToGoal observed as a Tuple (position, side -1 or 0), acting with MultiDiscrete([2, 3], start=[1, -1]):
+    a first component of 2 moves right; the env refuses any action outside its space."""
+
+    def __init__(self, max_steps: int = 50):
+        super().__init__(max_steps)
+        self.observation_space = gym.spaces.Tuple((gym.spaces.Box(-2.0, 2.0, (1,), np.float32),
+                                                   gym.spaces.Discrete(2, start=-1)))
+        self.action_space = gym.spaces.MultiDiscrete([2, 3], start=[1, -1])
+
+    def _obs(self) -> tuple:
+        return np.array([self.pos], dtype=np.float32), int(self.pos > 0) - 1
+
+    def step(self, action: Any) -> tuple[tuple, float, bool, bool, dict]:
+        assert self.action_space.contains(np.asarray(action)), action
+        reward, terminated, truncated = self._move(int(action[0]) - 1)
         return self._obs(), reward, terminated, truncated, {}
 
 

@@ -1,5 +1,7 @@
 """A trained run's Policy: acting on one observation or a batch, with the run's normalisation and an LSTM's state,
-continuous actions, export to .safetensors (also `evaluate --export`), and read_checkpoint; on real short runs."""
+continuous actions, Dict and Tuple observations with MultiDiscrete and MultiBinary actions (the envs of
+tests/support/custom_envs), export to .safetensors (also `evaluate --export`, and of a model.factory's network),
+and read_checkpoint; on real short runs."""
 from __future__ import annotations
 
 import gymnasium as gym
@@ -7,9 +9,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, safe_open
 
+import custom_envs
+import framework
 from framework import algorithms
-from framework.train import CheckpointError, ConfigError, load_policy, read_checkpoint
+from framework.train import CheckpointError, ConfigError, Policy, load_policy, read_checkpoint
 from framework.train.checkpoint import load_checkpoint
+from framework.train.config import load_config
 from run_configs import cartpole_config, hogwild_config
 from train_cli import only_run_dir, run_cli, write_config
 
@@ -37,9 +42,39 @@ def pendulum_run(tmp_path_factory):
     return _train(tmp_path_factory, "pendulum", cartpole_config(total_steps=1000, env={"id": "Pendulum-v1"}))
 
 
-def _episode(act, seed: int) -> tuple[float, list]:
-    """(return, observations) of one CartPole episode played by act(obs) -> action."""
-    env = gym.make("CartPole-v1")
+@pytest.fixture(scope="module")
+def dict_run(tmp_path_factory):
+    """custom_envs.DictGoal: Dict observations (a Box and a Discrete), MultiDiscrete([2, 3]) actions."""
+    return _train(tmp_path_factory, "dict", cartpole_config(total_steps=1000, env={"id": "custom_envs:DictGoal"}))
+
+
+@pytest.fixture(scope="module")
+def factory_run(tmp_path_factory):
+    """MoveToGoal with the network of model.factory custom_envs:tiny_model."""
+    return _train(tmp_path_factory, "factory", cartpole_config(
+        total_steps=1000, env={"id": "custom_envs:MoveToGoal"},
+        model={"factory": "custom_envs:tiny_model", "kwargs": {"width": 8}}))
+
+
+def _untrained_policy(env_id: str) -> Policy:
+    """The Policy of a freshly built (untrained) A3C model for env_id: acting needs no training to be checked."""
+    config = load_config(cartpole_config(env={"id": env_id}))
+    a3c = algorithms.get("a3c")
+    framework.manual_seed(0)
+    return Policy(a3c.actor(a3c.build_model(config), config), config)
+
+
+def _plays_what_evaluate_plays(policy: Policy, env: gym.Env, seeds=(3, 11)) -> None:
+    """Greedy episodes of policy.act in env score what the plugin's evaluate scores with the same seeds."""
+    a3c = algorithms.get("a3c")
+    for seed in seeds:
+        expected = a3c.evaluate(policy.model, policy.config, 1, seed).metrics["return_mean"]
+        assert _episode(lambda obs: policy.act(obs)[0], seed, env)[0] == expected
+
+
+def _episode(act, seed: int, env: gym.Env | None = None) -> tuple[float, list]:
+    """(return, observations) of one episode of env (CartPole by default) played by act(obs) -> action."""
+    env = gym.make("CartPole-v1") if env is None else env
     obs, _ = env.reset(seed=seed)
     total, seen = 0.0, []
     while True:
@@ -58,9 +93,14 @@ def test_policy_plays_what_evaluate_plays_with_the_runs_normalisation(normalized
         expected = a3c.evaluate(policy.model, policy.config, 1, seed).metrics["return_mean"]
         played, seen = _episode(lambda obs: policy.act(obs)[0], seed)
         assert played == expected
-    raw = np.asarray(seen, dtype=np.float32)
-    unnormalized = np.argmax(policy.model.policy_array(raw)[0], axis=1)
-    assert (policy.act(raw)[0] != unnormalized).any()
+    # the episodes' observations and wider ones (where a policy trained briefly may play one action throughout)
+    raw = np.concatenate([np.asarray(seen, dtype=np.float32),
+                          np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)])
+    mean, var, _ = policy.model.obs_norm.statistics()
+    normalized = np.clip((raw - mean) / np.sqrt(var + 1e-8), -10, 10).astype(np.float32)
+    actions = policy.act(raw)[0]
+    np.testing.assert_array_equal(actions, np.argmax(policy.model.policy_array(normalized)[0], axis=1))
+    assert (actions != np.argmax(policy.model.policy_array(raw)[0], axis=1)).any()
 
 
 def test_one_observation_gives_an_int_and_a_batch_an_array_of_them(normalized_run):
@@ -116,6 +156,74 @@ def test_continuous_actions_stay_within_the_bounds(pendulum_run):
     policy.model.pi.bias.data_array[...] = 50.0  # a mean far above the bounds
     actions = policy.act(np.ones((5, 3), dtype=np.float32), deterministic=False)[0]
     assert actions.shape == (5, 1) and (actions == policy.action_space.high).all()
+
+
+def test_a_dict_observation_and_multidiscrete_actions(dict_run):
+    policy = load_policy(dict_run)
+    assert isinstance(policy.observation_space, gym.spaces.Dict)
+    assert policy.action_space == gym.spaces.MultiDiscrete([2, 3])
+    rng = np.random.default_rng(0)
+    batch = {"pos": rng.uniform(-1, 1, (6, 1)).astype(np.float32), "side": rng.integers(0, 2, 6)}
+    actions, state = policy.act(batch)
+    assert actions.dtype == np.int64 and actions.shape == (6, 2) and state is None
+    # the observation as A3C reads a Dict (its entries in order, the Discrete one-hot); greedy per component
+    encoded = np.concatenate([batch["pos"], np.eye(2, dtype=np.float32)[batch["side"]]], axis=1)
+    head = policy.model.policy_array(encoded)[0]
+    np.testing.assert_array_equal(actions, np.stack([head[:, :2].argmax(1), head[:, 2:].argmax(1)], axis=1))
+    singles = [policy.act({"pos": batch["pos"][i], "side": int(batch["side"][i])})[0] for i in range(6)]
+    assert all(a.shape == (2,) for a in singles) and np.array_equal(np.stack(singles), actions)
+    sampled = policy.act(batch, deterministic=False)[0]
+    assert all(policy.action_space.contains(a) for a in sampled)
+    _plays_what_evaluate_plays(policy, custom_envs.DictGoal())
+    with pytest.raises(ValueError, match=r"^obs: got \{'pos': .*\}; allowed: a dict with the keys 'pos', 'side' of "
+                                         r"the observation space Dict"):
+        policy.act({"pos": batch["pos"]})
+    with pytest.raises(ValueError, match=r"^obs: got entries of \[1, 6\] observations; allowed: entries that are "
+                                         r"all one observation, or all batches of the same size$"):
+        policy.act({"pos": batch["pos"], "side": 1})
+
+
+def test_tuple_observations_and_actions_offset_by_the_spaces_start():
+    policy = _untrained_policy("custom_envs:OffsetGoal")
+    space = policy.action_space
+    assert space == gym.spaces.MultiDiscrete([2, 3], start=[1, -1])
+    pos = np.linspace(-1, 1, 9, dtype=np.float32)[:, None]
+    side = (pos[:, 0] > 0).astype(np.int64) - 1
+    actions = policy.act((pos, side))[0]
+    encoded = np.concatenate([pos, np.eye(2, dtype=np.float32)[side + 1]], axis=1)  # Discrete(2, start=-1)
+    head = policy.model.policy_array(encoded)[0]
+    greedy = np.stack([head[:, :2].argmax(1), head[:, 2:].argmax(1)], axis=1)
+    np.testing.assert_array_equal(actions, greedy + [1, -1])
+    sampled = policy.act((pos, side), deterministic=False)[0]
+    assert all(space.contains(a) for a in np.concatenate([actions, sampled]))
+    _plays_what_evaluate_plays(policy, custom_envs.OffsetGoal())
+
+
+def test_a_channels_last_image_in_a_dict_and_multibinary_actions():
+    policy = _untrained_policy("custom_envs:ImageGoal")
+    assert policy.action_space == gym.spaces.MultiBinary(2)
+    env = custom_envs.ImageGoal()
+    obs = env.reset(seed=0)[0]
+    action = policy.act(obs)[0]
+    # the image transposed to (channels, height, width) and packed first, then the vector; a bit is set at p > 0.5
+    encoded = np.concatenate([obs["image"].transpose(2, 0, 1).reshape(-1).astype(np.float32), obs["pos"]])[None]
+    head = policy.model.policy_array(encoded)[0]
+    assert action.dtype == np.int8 and action.shape == (2,)
+    np.testing.assert_array_equal(action, (head[0] > 0).astype(np.int8))
+    _plays_what_evaluate_plays(policy, env)
+
+
+def test_export_of_a_model_factory_network_holds_its_named_parameters(factory_run, tmp_path):
+    policy = load_policy(factory_run)
+    assert type(policy.model) is custom_envs.TinyActorCritic
+    tensors = load_file(policy.export(tmp_path / "tiny.safetensors"))
+    parameters = dict(policy.model.named_parameters())
+    assert set(tensors) == set(parameters) == {"body.1.weight", "body.1.bias", "pi.weight", "pi.bias", "v.weight",
+                                               "v.bias"}
+    for name, value in parameters.items():
+        np.testing.assert_array_equal(tensors[name], value.detach().numpy())
+    assert tensors["body.1.weight"].shape == (8, 1)
+    assert policy.act(np.array([0.5], dtype=np.float32))[0] in (0, 1)
 
 
 def test_export_holds_the_state_dict_by_name_and_the_statistics_apart(normalized_run, tmp_path):
