@@ -1,4 +1,4 @@
-"""A tiny goal-reaching environment for the docs: `env.id: docs.examples.my_env:MoveToGoal`."""
+"""A tiny goal-reaching environment for the docs: `env.id: docs.examples.move_to_goal:MoveToGoal`."""
 from __future__ import annotations
 
 from typing import Any
