@@ -267,3 +267,38 @@ class Normal:
     def __repr__(self) -> str:
         return f"Normal(loc: {tuple(self.loc.shape)}, scale: {tuple(self.scale.shape)})"
 
+
+
+class Bernoulli:
+    """Independent Bernoulli(sigmoid(logits)) for each batch element, as torch's Bernoulli(logits=...)."""
+
+    def __init__(self, logits: Any) -> None:
+        self.logits = tensor_arg(logits)
+        if self.logits._data.dtype.kind != "f":
+            raise ValueError(f"Bernoulli: logits must be floating point, got {self.logits._data.dtype}")
+
+    @property
+    def batch_shape(self) -> tuple:
+        return tuple(self.logits.shape)
+
+    @property
+    def probs(self) -> Tensor:
+        return pointwise.sigmoid(self.logits)
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        """0/1 floats of shape sample_shape + batch_shape (no gradient)."""
+        logits = self.logits._data
+        u = random.uniform(_shape(sample_shape) + tuple(logits.shape), logits.dtype, device=self.logits.device)
+        xp = array_module(logits)
+        return wrap((u * (1.0 + xp.exp(-logits)) < 1.0).astype(logits.dtype))
+
+    def log_prob(self, value: Any) -> Tensor:
+        """value * logits - softplus(logits): log P(value) for 0/1 values, elementwise."""
+        return tensor_arg(value) * self.logits - pointwise.softplus(self.logits)
+
+    def entropy(self) -> Tensor:
+        """softplus(logits) - p * logits, elementwise."""
+        return pointwise.softplus(self.logits) - self.probs * self.logits
+
+    def __repr__(self) -> str:
+        return f"Bernoulli(logits: {tuple(self.logits.shape)})"

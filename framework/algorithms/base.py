@@ -19,7 +19,9 @@ algorithm owns the model, the worker loop and evaluation:
   the monitor's scalars,
 - optionally `record(model, config, episodes, seed, frames)`: the same
   greedy episodes, one after another, with each rendered frame sent to
-  `frames` (`evaluate --record`, and `logging.video_every_s` in the monitor).
+  `frames` (`evaluate --record`, and `logging.video_every_s` in the monitor),
+- optionally `actor(model, config)`: the trained model acting in its
+  environment's spaces, as evaluation acts (`framework.train.load_policy`).
 """
 from __future__ import annotations
 
@@ -149,6 +151,17 @@ class Algorithm(abc.ABC):
     def can_record(self) -> bool:
         """Whether this algorithm implements `record`."""
         return type(self).record is not Algorithm.record
+
+    def actor(self, model: nn.Module, config: Config) -> Any:
+        """What acts with a trained model in its environment, the way `evaluate` does: `observation_space`,
+        `action_space`, `encode`, `act(batch, state, deterministic)`, `initial_state`, `named_arrays`,
+        `normalization_settings` (see a3c.actor); `framework.train.Policy` wraps it. Only algorithms with
+        environments implement it (see can_act)."""
+        raise NotImplementedError(f"algorithm {self.name} has no environment to act in")
+
+    def can_act(self) -> bool:
+        """Whether this algorithm implements `actor`."""
+        return type(self).actor is not Algorithm.actor
 
 
 def build_optimizer(model: nn.Module, section: Mapping[str, Any]) -> Any:

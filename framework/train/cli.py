@@ -3,6 +3,7 @@
     train --config PATH [--set key.path=value ...] [--logdir DIR] [--resume RUN_DIR]
     train --env ID [--set key.path=value ...] [--logdir DIR]
     evaluate --run RUN_DIR [--episodes N] [--seed S] [--record FILE.gif|FILE.mp4]
+    evaluate --run RUN_DIR --export FILE.safetensors
 
 A bad argument, config or checkpoint, or a run refused at start-up (no room),
 ends with exit code 2 and one line on stderr naming what was wrong and what
@@ -13,23 +14,19 @@ a stop signal before the run started, with 128 + its number (see
 from __future__ import annotations
 
 import argparse
-import os
-import stat
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
-
-import yaml
 
 from framework import algorithms
 from framework.algorithms.base import Evaluation, FrameSink
 from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config, read_yaml,
-                                    validate)
+                                    string_override, validate)
 from framework.train.progress import Output
 from framework.train.resume import check_changes
-from framework.train.run_dir import CONFIG_FILE
+from framework.train.run_dir import run_config_file
 from framework.train.schema import one_line, printable, short_repr
 from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
@@ -60,24 +57,6 @@ def _fail(command: str, message: str) -> None:
     print(f"{command}: {printable(one_line(message), limit=MAX_MESSAGE)}", file=Output(sys.stderr), flush=True)
 
 
-def _run_config(run_dir: Path) -> Path:
-    """run_dir's config.yaml; ConfigError when run_dir is not a directory made by train."""
-    shown = printable(str(run_dir))
-    try:
-        info = os.stat(run_dir)
-    except (FileNotFoundError, NotADirectoryError):
-        raise ConfigError(f"run directory '{shown}': not found; allowed: a directory made by train") from None
-    except OSError as exc:
-        raise ConfigError(f"run directory '{shown}': cannot be read ({exc.strerror or exc}); allowed: a directory "
-                          f"made by train") from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise ConfigError(f"run directory '{shown}': not a directory; allowed: a directory made by train")
-    path = run_dir / CONFIG_FILE
-    if not os.path.lexists(path):
-        raise ConfigError(f"run directory '{shown}': holds no {CONFIG_FILE}; allowed: a directory made by train")
-    return path
-
-
 def _outcome(s: dict) -> str:
     """The last line of `train`: why it stopped, the counters, and the return or the final evaluation."""
     line = (f"{s['stop_reason']}; {s['env_steps']} env steps, {s['updates']} updates, {s['episodes']} episodes "
@@ -103,7 +82,7 @@ def _new_run_config(path: str | None, env_id: str | None, overrides: list[str]) 
     """The config file and overrides of a new run: --config as given (--env setting env.id), or the one --env picks."""
     if env_id is None:
         return path, overrides
-    quoted = "env.id=" + yaml.safe_dump(env_id, default_style='"').strip()
+    quoted = string_override("env.id", env_id)
     if path is not None:
         return path, [quoted, *overrides]
     choice = shipped_configs.choose(env_id)
@@ -136,11 +115,11 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         if len(args.overrides) > MAX_OVERRIDES:
             parser.error(f"argument --set: given {len(args.overrides)} times; allowed: at most {MAX_OVERRIDES}")
         overrides = list(args.overrides)
-        if args.logdir is not None:  # quoted: a path is a string, whatever YAML would make of it ('runs #2', 'yes')
-            overrides.append("logging.logdir=" + yaml.safe_dump(args.logdir, default_style='"').strip())
+        if args.logdir is not None:
+            overrides.append(string_override("logging.logdir", args.logdir))
         try:
             if args.resume is not None:
-                raw = read_yaml(_run_config(Path(args.resume)))
+                raw = read_yaml(run_config_file(Path(args.resume)))
                 config = validate(apply_overrides(raw, overrides))
                 check_changes(validate(raw), config)
                 trainer = Trainer(config, args.resume, resume=True, signals=signals)
@@ -168,7 +147,12 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--record", type=_path, metavar="FILE",
                         help="write the episodes, played one after another, as a video: an animated GIF (.gif) or "
                              "an MP4 (.mp4); needs the 'video' extra")
+    parser.add_argument("--export", type=_path, metavar="FILE",
+                        help="write the policy (weights by their PyTorch names, observation statistics under "
+                             "obs_normalization.) as a .safetensors file, instead of evaluating")
     args = parser.parse_args(argv)
+    if args.export is not None and args.record is not None:
+        parser.error("argument --export: not with --record (--export writes the policy and plays no episode)")
     if not 1 <= args.episodes <= MAX_EVAL_EPISODES:
         parser.error(f"argument --episodes: got {short_repr(args.episodes)}; allowed: an integer from 1 to "
                      f"{MAX_EVAL_EPISODES}")
@@ -182,20 +166,25 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         _fail("evaluate", f"error: --record: {missing}")
         return 2
     run_dir = Path(args.run)
-    from framework.train.trainer import read_checkpoint  # imported where train imports it
+    from framework.train.policy import load_policy, load_trained  # imported where train imports the trainer
     try:
-        config = validate(read_yaml(_run_config(run_dir)))
-        algorithm = algorithms.get(config["algorithm"]["name"])
-        if record is not None and not algorithm.can_record():
-            raise ConfigError(f"--record: run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, "
-                              f"which has no environment to record; allowed: runs of an algorithm with one "
-                              f"({', '.join(n for n in algorithms.names() if algorithms.get(n).can_record())})")
-        model = algorithm.build_model(config)
-        read_checkpoint(run_dir, config, model)
-        if record is None:
-            result = algorithm.evaluate(model, config, args.episodes, args.seed)
+        if args.export is not None:
+            policy = load_policy(run_dir)
+            path = policy.export(args.export)
+            statistics = ", its observation statistics as obs_normalization.*" * policy.config["env"]["normalize_obs"]
+            result = Evaluation({}, f"wrote {path}: the policy's weights by their PyTorch names{statistics} "
+                                    f"(read it with safetensors.torch.load_file)")
         else:
-            result = _record(record, lambda frames: algorithm.record(model, config, args.episodes, args.seed, frames))
+            config, algorithm, model = load_trained(run_dir)
+            if record is not None and not algorithm.can_record():
+                raise ConfigError(f"--record: run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, "
+                                  f"which has no environment to record; allowed: runs of an algorithm with one "
+                                  f"({', '.join(n for n in algorithms.names() if algorithms.get(n).can_record())})")
+            if record is None:
+                result = algorithm.evaluate(model, config, args.episodes, args.seed)
+            else:
+                result = _record(record,
+                                 lambda frames: algorithm.record(model, config, args.episodes, args.seed, frames))
     except (ConfigError, CheckpointError) as exc:
         _fail("evaluate", f"error: {exc}")
         return 2

@@ -1,7 +1,7 @@
 """Experiment configs: the core schema, YAML loading, `--set` overrides and the run directory's config.yaml.
 
 A config is a nested dict of plain values. `load_config` reads a YAML file with
-the bounded safe loader of `yaml_input`, applies `key.path=value` overrides, fills in defaults and
+the bounded safe loader of `yaml_input` (or takes a mapping, from Python), applies `key.path=value` overrides, fills in defaults and
 checks every key; anything wrong raises `ConfigError`, whose one-line message
 names the key path, the value given and what is allowed.
 
@@ -17,14 +17,14 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
 from framework import algorithms
 from framework.train import backends, video, yaml_input
-from framework.train.schema import (MAX_TEXT, ConfigError, Field, bad_value, merge_schemas, printable, short_repr,
-                                    validate_section)
+from framework.train.schema import (MAX_TEXT, ConfigError, Field, bad_value, check_known_keys, merge_schemas,
+                                    printable, short_repr, validate_section)
 
 Config = dict[str, Any]
 
@@ -142,22 +142,38 @@ def full_schema(algorithm_name: str) -> dict[str, Any]:
                               "seed": merged.pop("seed")}
     del merged["experiment"]
     schema.update({name: spec for name, spec in merged.items() if name not in CORE_SCHEMA})
-    schema["algorithm"] = {"name": Field("str", algorithm_name, choices=algorithms.names()), **algo.full_schema()}
+    schema["algorithm"] = {"name": Field("str", algorithm_name, check=_check_algorithm_name), **algo.full_schema()}
     schema.update({name: spec for name, spec in merged.items() if name in CORE_SCHEMA})
     schema["logging"] = {**schema["logging"], "hparams": Field("str_list", list(algo.hparams))}
     return schema
 
 
+def _check_algorithm_name(value: str) -> str | None:
+    if value in algorithms.names() or algorithms.is_spec(value):
+        return None
+    return "one of " + ", ".join(algorithms.names()) + ", or module:PluginClass"
+
+
 def _algorithm_name(raw: Any) -> str:
+    """The config's algorithm.name; for module:PluginClass, only once the core keys it holds are valid (the
+    plugin's module is imported next, as its schema is needed to check the rest)."""
     section = raw.get("algorithm", {}) if isinstance(raw, dict) else {}
     name = section.get("name", "a3c") if isinstance(section, dict) else "a3c"
-    if name not in algorithms.names():
-        raise bad_value("algorithm.name", name, "one of " + ", ".join(algorithms.names()))
+    problem = _check_algorithm_name(name) if isinstance(name, str) else "a string"
+    if problem:
+        raise bad_value("algorithm.name", name, problem)
+    if algorithms.is_spec(name):
+        check_known_keys(CORE_SCHEMA, raw)
     return name
 
 
 def validate(raw: Any) -> Config:
-    """A complete, checked config from a raw (possibly partial) mapping; raises ConfigError."""
+    """A complete, checked config from a raw (possibly partial) mapping; raises ConfigError.
+
+    Nothing the config names is imported before every key that can be checked without an import is (see
+    framework.algorithms.user_code): the schema's checks of env.id and model.factory are of their form only;
+    the env's and the factory's modules are imported by the algorithm's check_config, after the schema.
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"config: got {short_repr(raw)}; allowed: a mapping of sections "
                           f"({', '.join([*CORE_SCHEMA, 'algorithm', '...'])})")
@@ -278,9 +294,15 @@ def apply_overrides(raw: Any, overrides: Sequence[str]) -> Any:
     return out
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
-    """Read, override, fill in and check a config file; raises ConfigError."""
-    return validate(apply_overrides(read_yaml(path), overrides))
+def load_config(source: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> Config:
+    """Read (a YAML file's path) or take (a mapping: a config as a YAML file would hold it, or a checked one),
+    override, fill in and check a config; raises ConfigError."""
+    return validate(apply_overrides(read_yaml(source) if isinstance(source, (str, Path)) else source, overrides))
+
+
+def string_override(key: str, value: str) -> str:
+    """The `key=value` override that sets value as a string, whatever YAML would make of it ('runs #2', 'yes')."""
+    return f"{key}=" + yaml.safe_dump(value, default_style='"').strip()
 
 
 def config_text(config: Config) -> str:

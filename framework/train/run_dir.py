@@ -12,6 +12,8 @@ cleared of the temp files a killed run left.
 - `write_atomically` writes beside the final name, syncs, renames over it and
   syncs the directory: a reader finds the old file or the new one, never a
   part of one (checkpoints, config.yaml, summary.json).
+- `run_config_file` finds a run directory's config.yaml, refusing a path
+  that is not a directory made by train (`evaluate`, `--resume`, `load_policy`).
 - `remove_leftovers` deletes the temp files of writes cut short by SIGKILL.
   A resume calls it once the resume is accepted: a refused one leaves the
   directory byte-identical.
@@ -21,12 +23,13 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from framework.train.schema import printable
+from framework.train.schema import ConfigError, printable
 from framework.train.startup import RunError
 
 TEMP_SUFFIX = ".tmp"
@@ -128,3 +131,21 @@ def remove_leftovers(run_dir: Path) -> list[str]:
                 leftover.unlink(missing_ok=True)
                 removed.append(str(leftover.relative_to(run_dir)))
     return removed
+
+
+def run_config_file(run_dir: Path) -> Path:
+    """run_dir's config.yaml; ConfigError when run_dir is not a directory made by train."""
+    shown = printable(str(run_dir))
+    try:
+        info = os.stat(run_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError(f"run directory '{shown}': not found; allowed: a directory made by train") from None
+    except OSError as exc:
+        raise ConfigError(f"run directory '{shown}': cannot be read ({exc.strerror or exc}); allowed: a directory "
+                          f"made by train") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"run directory '{shown}': not a directory; allowed: a directory made by train")
+    path = run_dir / CONFIG_FILE
+    if not os.path.lexists(path):
+        raise ConfigError(f"run directory '{shown}': holds no {CONFIG_FILE}; allowed: a directory made by train")
+    return path

@@ -220,6 +220,21 @@ def validate_section(schema: Mapping[str, Any], raw: Any, prefix: str = "") -> d
     return out
 
 
+def check_known_keys(schema: Mapping[str, Any], raw: Any, prefix: str = "") -> None:
+    """ConfigError for the first value in raw that a key of schema refuses; keys schema lacks are not checked
+    (they belong to a schema known later)."""
+    if not isinstance(raw, dict):
+        if prefix:
+            raise bad_value(prefix.rstrip("."), raw, "a mapping with keys " + ", ".join(schema))
+        return
+    for key, spec in schema.items():
+        if key in raw:
+            if isinstance(spec, Field):
+                spec.validate(prefix + key, raw[key])
+            else:
+                check_known_keys(spec, raw[key], prefix + key + ".")
+
+
 def merge_schemas(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """base with extra's sections added; a section both have gets extra's keys added (or replaced)."""
     out = dict(base)

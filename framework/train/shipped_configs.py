@@ -74,14 +74,14 @@ def _has_image(space: "gym.Space") -> bool:
 def _spaces(env_id: str) -> tuple["gym.Space", "gym.Space", float | None]:
     """(observation space, action space, registered reward threshold) of env_id; ConfigError if it cannot be
     built."""
-    from framework.algorithms.a3c.envs import EnvError, env_id_problem, make_env
+    from framework.algorithms.a3c.envs import EnvBuildError, env_id_problem, make_env
     problem = env_id_problem(env_id)
     if problem is not None:
         raise ConfigError(f"argument --env: got {printable(repr(env_id))}; allowed: {problem}")
     try:
         env = make_env(env_id, {})
-    except EnvError as exc:
-        raise ConfigError(f"argument --env: {printable(env_id)} cannot be built ({exc.__cause__ or exc})") from None
+    except EnvBuildError as exc:  # names the real cause: an unknown id, a missing module and its extra
+        raise ConfigError(f"argument --env: {exc.problem}") from None
     try:
         threshold = getattr(env.spec, "reward_threshold", None)
         return env.observation_space, env.action_space, None if threshold is None else float(threshold)

@@ -29,9 +29,9 @@ def test_other_ids_take_the_default_for_their_spaces_and_gymnasiums_target(env_i
 
 
 def test_image_observations_are_not_normalised_by_the_continuous_default():
-    choice = shipped_configs.choose("CarRacing-v3")
+    choice = shipped_configs.choose("custom_envs:ImageGoalBox")  # a channels-last image in a Dict, Box actions
     assert choice.path == CONFIGS / "a3c_continuous.yaml"
-    assert choice.overrides == ('env.id="CarRacing-v3"', "env.kwargs={}", "trainer.target_return=900.0",
+    assert choice.overrides == ('env.id="custom_envs:ImageGoalBox"', "env.kwargs={}", "trainer.target_return=null",
                                 "env.normalize_obs=false")
 
 

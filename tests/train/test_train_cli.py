@@ -63,8 +63,9 @@ def test_every_bad_config_exits_2_with_one_line(tmp_path):
         "malformed YAML": f"config file '{malformed}' at line 2, column 5: malformed YAML (expected ',' or '}}'",
         "python tag": f"config file '{tagged}' at line 1: could not determine a constructor for the tag",
         "not a mapping": "config: got [1, 2]; allowed: a mapping of sections",
-        "no config": "give either --config PATH (a new run) or --resume RUN_DIR (continue one) (usage: train ",
-        "config and resume": "give either --config PATH (a new run) or --resume RUN_DIR",
+        "no config": ("give either --config PATH or --env ID (a new run) or --resume RUN_DIR (continue one) "
+                      "(usage: train "),
+        "config and resume": "give either --config PATH or --env ID (a new run) or --resume RUN_DIR",
         "resume and logdir": "--logdir applies to new runs only; a resumed run continues in its RUN_DIR",
         "resume missing dir": f"run directory '{tmp_path / 'nowhere'}': not found; allowed: a directory made by train",
         "resume without config.yaml": f"run directory '{tmp_path}': holds no config.yaml",

@@ -81,7 +81,7 @@ def test_record_names_the_suffixes_it_writes(tmp_path, name):
     assert code == 2 and out == ""
     assert err == (f"evaluate: error: argument --record: got '{tmp_path / name}'; allowed: a file name ending in "
                    f".gif or .mp4 (usage: evaluate [-h] --run RUN_DIR [--episodes EPISODES] [--seed SEED] "
-                   f"[--record FILE])\n")
+                   f"[--record FILE] [--export FILE])\n")
 
 
 def test_record_into_a_missing_directory_is_one_line(finished_run, tmp_path):

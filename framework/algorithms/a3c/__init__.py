@@ -1,1 +1,7 @@
-"""A3C: asynchronous n-step advantage actor-critic on gymnasium environments (plugin in `plugin`)."""
+"""A3C: asynchronous n-step advantage actor-critic on gymnasium environments (plugin in `plugin`).
+
+`ActorCriticBase` is the interface a `model.factory`'s network implements (docs/models.md).
+"""
+from framework.algorithms.a3c.model import ActorCriticBase
+
+__all__ = ["ActorCriticBase"]

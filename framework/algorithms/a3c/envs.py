@@ -25,12 +25,19 @@ its reset and after every step, rendered before any auto-reset, so the frame
 of an episode's last step is there too. For Atari that is the game screen
 (210x160 colour), not the 84x84 observation; a vector env renders none.
 
-Environments that need an optional extra (Box2D for LunarLander, ale-py for
-Atari) are refused at config validation with the `pip install` to run, and
-`hogshare/Atari-v0` is an ALE game with the usual A3C/DQN preprocessing, as a
-wrapper chain (`make_atari`) and as a vector env (`make_atari_vector`).
-uint8 images (C, H, W) stay uint8 (the model reads them as [0, 1]); other
-observations are float32. With a `Normalization` (a3c.normalization), the batch
+An `env.id` is a gymnasium id, module:EnvId or module:Factory (`env_source`
+finds what it names, importing the module through
+framework.algorithms.user_code); building one that fails raises
+`EnvBuildError` naming the real cause and the config key at fault: a missing
+module and the extra that brings it, gymnasium's own hint for an unknown or
+deprecated id, env.kwargs only for a TypeError of arguments the env does not
+take. Environments that need an optional extra (Box2D for LunarLander, ale-py
+for Atari, MuJoCo) are refused at config validation with the `pip install` to
+run, and `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN
+preprocessing, as a wrapper chain (`make_atari`) and as a vector env
+(`make_atari_vector`); every ALE id is that, with the id as its game.
+Observations and actions are read as a3c.spaces says: uint8 images (C, H, W)
+stay uint8 (the model reads them as [0, 1]); other observations are float32. With a `Normalization` (a3c.normalization), the batch
 gives normalised observations and scaled rewards, as VecNormalize does, and
 reports episode returns in the environment's own units.
 """
@@ -41,9 +48,10 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -53,7 +61,10 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from framework.algorithms.a3c.cartpole_vector import SameStepCartPoleVectorEnv
+from framework.algorithms import user_code
 from framework.algorithms.a3c.normalization import Normalization
+from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout, SpaceError
+from framework.train.schema import ConfigError, short_repr
 
 ATARI_ID = "hogshare/Atari-v0"
 
@@ -61,8 +72,16 @@ SAME_STEP_VERSIONS = {CartPoleVectorEnv: SameStepCartPoleVectorEnv}
 """Vector entry points that reset one call late (NEXT_STEP), and the version of each that resets in the same
 step: EnvBatch uses the latter in their place."""
 
-EXTRAS = {"box2d": ("Box2D", "pygame"), "atari": ("ale_py", "cv2")}
+EXTRAS = {"box2d": ("Box2D", "pygame"), "atari": ("ale_py", "cv2"), "mujoco": ("mujoco", "imageio")}
 """The optional extras (pyproject.toml) that some environments need, and the modules each one installs."""
+
+ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
+"""The entry point of every id ale-py registers (ALE/Breakout-v5, BreakoutNoFrameskip-v4, ...)."""
+
+_GYM_ID = r"[\w./-]+"
+_KWARGS_TYPE_ERROR = re.compile(r"(unexpected|multiple values for|missing \d+ required|takes \d+ positional)"
+                                r".*argument|argument.*(unexpected|required)")
+"""The TypeErrors of a call with keyword arguments it does not take (the only ones that blame env.kwargs)."""
 
 
 class EnvError(RuntimeError):
@@ -73,6 +92,15 @@ class NoFrames(EnvError):
     """An environment asked to render that gives no rgb_array frames (it has no such render mode)."""
 
 
+class EnvBuildError(EnvError):
+    """An env.id that cannot be built: `key` is the config key at fault (env.id or env.kwargs), `problem` the
+    rest of the one-line message, which names the real cause."""
+
+    def __init__(self, env_id: str, rank: int, key: str, problem: str):
+        super().__init__(f"environment {env_id} (worker {rank}) could not be built: {problem}")
+        self.key, self.problem = key, problem
+
+
 def extra_needed(env_id: str) -> str | None:
     """The name of the optional extra env_id needs (see EXTRAS), or None."""
     module, _, name = env_id.rpartition(":")
@@ -80,35 +108,106 @@ def extra_needed(env_id: str) -> str | None:
         return "atari"
     spec = gym.envs.registry.get(name)
     entry = spec.entry_point if spec is not None and isinstance(spec.entry_point, str) else ""
+    if entry == ALE_ENTRY_POINT:
+        return "atari"
+    if entry.startswith("gymnasium.envs.mujoco"):
+        return "mujoco"
     return "box2d" if entry.startswith("gymnasium.envs.box2d") else None
+
+
+def _install(extra: str) -> str:
+    return f"pip install -e '.[{extra}]' in a checkout (or pip install 'hogshare[{extra}]')"
 
 
 def missing_extra_message(env_id: str) -> str | None:
     """What to install when env_id needs an extra that is not installed, else None."""
     extra = extra_needed(env_id)
-    if extra is None or all(importlib.util.find_spec(m) is not None for m in EXTRAS[extra]):
+    missing = [] if extra is None else [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+    if not missing:
         return None
-    return (f"{env_id} needs the optional '{extra}' extra, which is not installed: run "
-            f"pip install -e '.[{extra}]' in a checkout (or pip install 'hogshare[{extra}]')")
+    return (f"{env_id} needs the optional '{extra}' extra, which is not installed (module {missing[0]!r} "
+            f"missing): run {_install(extra)}")
 
 
 def env_id_problem(env_id: str) -> str | None:
-    """None when env_id is a registered gymnasium id whose extra (if any) is installed, else what is allowed.
+    """None when env_id has one of the forms of env.id (checked without importing anything), else what is allowed.
 
-    As in `gym.make`, "module:EnvId" first imports module (which registers EnvId).
+    The forms: a gymnasium id (CartPole-v1, ALE/Breakout-v5), module:EnvId (the module registers EnvId when
+    imported) and module:Factory (an Env subclass or a callable that returns an Env; env.kwargs go to it).
     """
-    missing = missing_extra_message(env_id)
-    if missing:
-        return f"an environment whose dependencies are installed ({missing})"
+    module, sep, name = env_id.partition(":")
+    if re.fullmatch(_GYM_ID, env_id) or (sep and user_code.ATTRIBUTE_SPEC.fullmatch(f"{module}:x")
+                                         and re.fullmatch(_GYM_ID, name)):
+        return None
+    return "a gymnasium environment id (e.g. CartPole-v1, ALE/Breakout-v5), module:EnvId or module:Factory"
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """What an env.id names, found: a gymnasium id for gym.make, or a factory to call; the kwargs for either.
+
+    An ALE id (ALE/Breakout-v5, BreakoutNoFrameskip-v4) becomes `hogshare/Atari-v0` with the id as its game:
+    the A3C/DQN preprocessing and the convolutional model, rl-zoo's convention.
+    """
+
+    env_id: str
+    gym_id: str | None
+    factory: Callable[..., gym.Env] | None
+    kwargs: Mapping[str, Any]
+
+
+def env_source(env_id: str, kwargs: Mapping[str, Any] | None = None) -> EnvSource:
+    """Find what env_id names (importing the module of a module:name form: see framework.algorithms.user_code);
+    ConfigError when the module cannot be imported or names nothing usable."""
+    kwargs = dict(kwargs or {})
     module, _, name = env_id.rpartition(":")
     if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            return f"an importable module before ':' (importing {module!r} failed: {exc})"
-    if name in gym.envs.registry:
-        return None
-    return "a registered gymnasium environment id, e.g. CartPole-v1, Acrobot-v1, Pendulum-v1, or module:EnvId"
+        imported = user_code.import_module("env.id", env_id, module)
+        factory = user_code.find_attribute(imported, name) if user_code.ATTRIBUTE_SPEC.fullmatch(f"m:{name}") \
+            else None
+        if factory is not None:
+            if not callable(factory):
+                raise ConfigError(f"config key 'env.id': got {env_id!r}, a {type(factory).__name__}; allowed: a "
+                                  f"gymnasium.Env subclass or a callable that returns a gymnasium.Env")
+            return EnvSource(env_id, None, factory, kwargs)
+        if name not in gym.envs.registry:
+            raise ConfigError(f"config key 'env.id': got {env_id!r}; allowed: module:EnvId with an id the module "
+                              f"registers, or module:Factory with a name it defines (module {module!r} has "
+                              f"neither {name!r})")
+    if name not in gym.envs.registry and importlib.util.find_spec("ale_py") is not None:
+        importlib.import_module("ale_py")  # registers the ALE ids
+    spec = gym.envs.registry.get(name)
+    if spec is not None and spec.entry_point == ALE_ENTRY_POINT:
+        return EnvSource(env_id, ATARI_ID, None, {"game": name, **kwargs})
+    return EnvSource(env_id, name, None, kwargs)
+
+
+def _missing_module(exc: BaseException) -> str | None:
+    """The module whose absence made exc (an ImportError, or gymnasium's DependencyNotInstalled from one)."""
+    while exc is not None:
+        if isinstance(exc, ImportError) and exc.name:
+            return exc.name
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _build_problem(env_id: str, kwargs: Mapping[str, Any], exc: Exception) -> tuple[str, str]:
+    """(config key at fault, the rest of the message) for an exception raised while building env_id."""
+    shown, text = repr(env_id), str(exc).split(" was raised from the environment creator")[0]
+    if isinstance(exc, TypeError) and _KWARGS_TYPE_ERROR.search(text):
+        return "env.kwargs", (f"got {short_repr(dict(kwargs))}; allowed: keyword arguments {env_id} "
+                              f"accepts (TypeError: {text})")
+    if isinstance(exc, gym.error.UnregisteredEnv) or isinstance(exc, gym.error.DeprecatedEnv):
+        return "env.id", (f"got {shown}; allowed: a registered gymnasium environment id, e.g. CartPole-v1, "
+                          f"Acrobot-v1, Pendulum-v1, ALE/Breakout-v5, or module:EnvId or module:Factory "
+                          f"(gymnasium: {exc})")
+    module = _missing_module(exc)
+    if module is not None:
+        extras = [extra for extra, modules in EXTRAS.items() if module in modules]
+        install = f" (the '{extras[0]}' extra: {_install(extras[0])})" if extras else ""
+        return "env.id", f"got {shown}, which needs module {module!r}, not installed{install}"
+    return "env.id", (f"got {shown} with env.kwargs {short_repr(dict(kwargs))}, which could not be built: "
+                      f"{type(exc).__name__}: {text}")
 
 
 def make_atari(game: str = "ALE/Pong-v5", frame_stack: int = 4, screen_size: int = 84, noop_max: int = 30,
@@ -151,11 +250,23 @@ if ATARI_ID not in gym.envs.registry:
 
 
 def make_env(env_id: str, kwargs: Mapping[str, Any] | None = None, rank: int = 0) -> gym.Env:
-    """gym.make(env_id, **kwargs) without the passive checker; EnvError naming the env if it fails."""
-    try:
-        return gym.make(env_id, disable_env_checker=True, **dict(kwargs or {}))
-    except Exception as exc:
-        raise EnvError(f"environment {env_id} (worker {rank}) could not be built: {exc}") from exc
+    """The environment env_id names (see env_source), built with kwargs (gym.make without the passive checker);
+    EnvBuildError naming the real cause if it cannot be built."""
+    source = env_source(env_id, kwargs)
+    with warnings.catch_warnings(record=True) as caught:  # shown only for an env that builds: the error says it
+        try:
+            if source.factory is None:
+                env = gym.make(source.gym_id, disable_env_checker=True, **source.kwargs)
+            else:
+                env = source.factory(**source.kwargs)
+        except Exception as exc:
+            raise EnvBuildError(env_id, rank, *_build_problem(env_id, kwargs or {}, exc)) from exc
+    for warning in caught:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    if not isinstance(env, gym.Env):
+        raise EnvBuildError(env_id, rank, "env.id", f"got {env_id!r}, which returned a {type(env).__name__}; "
+                            f"allowed: a gymnasium.Env subclass or a callable that returns a gymnasium.Env")
+    return env
 
 
 @dataclass
@@ -256,16 +367,14 @@ class _VectorEnvs:
     def build(cls, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int) -> "_VectorEnvs | None":
         """The vector env for env_id when one is registered, accepts kwargs, resets in the same step and has
         the spaces of `make_env(env_id, kwargs)`; None otherwise (a loop of envs is then used)."""
-        module, _, name = env_id.rpartition(":")
-        if module:
-            importlib.import_module(module)
-        spec = gym.envs.registry.get(name)
+        source = env_source(env_id, kwargs)
+        spec = None if source.gym_id is None else gym.envs.registry.get(source.gym_id)
         if spec is None or spec.vector_entry_point is None:
             return None
         creator = load_env_creator(spec.vector_entry_point) if isinstance(spec.vector_entry_point, str) \
             else spec.vector_entry_point
         creator = SAME_STEP_VERSIONS.get(creator, creator)
-        kwargs = dict(kwargs or {})
+        kwargs = dict(source.kwargs)
         if "autoreset_mode" in inspect.signature(creator).parameters:
             kwargs["autoreset_mode"] = AutoresetMode.SAME_STEP
         elif getattr(creator, "metadata", {}).get("autoreset_mode") != AutoresetMode.SAME_STEP:
@@ -277,7 +386,7 @@ class _VectorEnvs:
             return None
         except Exception as exc:
             raise EnvError(f"environment {env_id} (worker {rank}) could not be built as a vector env: {exc}") from exc
-        single = make_env(env_id, kwargs={k: v for k, v in kwargs.items() if k != "autoreset_mode"}, rank=rank)
+        single = make_env(env_id, kwargs=source.kwargs, rank=rank)
         same = (single.observation_space == vector_env.single_observation_space
                 and single.action_space == vector_env.single_action_space)
         single.close()
@@ -318,10 +427,9 @@ class _VectorEnvs:
 
 class EnvBatch:
     """n environments of one id stepped together (one vector env, or a loop of envs: see the module docstring);
-    obs holds their current observations, uint8 for uint8 images (C, H, W) and float32 otherwise.
-
-    Box observations keep their shape, Discrete ones become one-hot vectors.
-    Discrete actions are ints, Box actions are clipped to the space's bounds.
+    obs holds their current observations as the model reads them (`layout`: a3c.spaces.ObservationLayout),
+    uint8 for uint8 images (C, H, W) and float32 otherwise; actions are the policy's (`action_head`:
+    a3c.spaces.ActionHead), given to the envs offset by the space's start or clipped to a Box's bounds.
     With `normalization`, observations and rewards are normalised (see the module docstring).
     With render, `frames` holds each env's latest screen (see the module docstring). With vectorize false the
     envs are a loop even where a vector env would serve.
@@ -336,24 +444,15 @@ class EnvBatch:
         self.vectorized = vector is not None
         self._envs = vector if vector is not None else _LoopEnvs(env_id, kwargs, n, rank, render)
         self._n = n
-        space = self._envs.observation_space
-        if isinstance(space, gym.spaces.Box):
-            self._one_hot = 0
-            self.obs_shape: tuple[int, ...] = tuple(space.shape)
-            dtype = np.uint8 if space.dtype == np.uint8 and len(space.shape) == 3 else np.float32
-        elif isinstance(space, gym.spaces.Discrete):
-            self._one_hot = int(space.n)
-            self.obs_shape = (self._one_hot,)
-            dtype = np.float32
-        else:
+        try:
+            self.layout = ObservationLayout.of(self._envs.observation_space)
+            self.action_head = ActionHead(self._envs.action_space)
+        except SpaceError as exc:
             self._envs.close()
-            raise EnvError(f"environment {env_id} (worker {rank}): observation space {space} is not supported; "
-                           f"allowed: Box or Discrete")
+            raise EnvError(f"environment {env_id} (worker {rank}): {exc}") from None
         self.action_space = self._envs.action_space
-        if not isinstance(self.action_space, (gym.spaces.Discrete, gym.spaces.Box)):
-            self._envs.close()
-            raise EnvError(f"environment {env_id} (worker {rank}): action space {self.action_space} is not "
-                           f"supported; allowed: Discrete or Box")
+        self.obs_shape: tuple[int, ...] = self.layout.shape
+        dtype = self.layout.dtype
         self.obs = np.zeros((n, *self.obs_shape), dtype=dtype)
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
@@ -373,30 +472,15 @@ class EnvBatch:
         assert isinstance(self._envs, _LoopEnvs) and self._envs.frames is not None, "a batch made with render"
         return self._envs.frames
 
-    def _as_obs(self, observations: Any) -> np.ndarray:
-        """Raw observations as a batch of obs's dtype (one-hot for Discrete spaces)."""
-        if self._one_hot:
-            out = np.zeros((len(observations), self._one_hot), dtype=np.float32)
-            out[np.arange(len(observations)), np.asarray(observations, dtype=np.int64)] = 1.0
-            return out
-        return np.asarray(observations, dtype=self.obs.dtype).reshape(len(observations), *self.obs_shape)
-
     def _observe(self, observations: Any, update: bool = True) -> np.ndarray:
         """Raw observations as a batch, normalised when the batch normalises (merged into the statistics when
         `update`)."""
-        batch = self._as_obs(observations)
+        batch = self.layout.batch(observations)
         return batch if self.normalization is None else self.normalization.observations(batch, update)
-
-    def _actions(self, actions: np.ndarray) -> np.ndarray:
-        """Actions as the envs take them: int64 for Discrete (gymnasium checks NumPy ints faster than Python
-        ints), rows clipped to the bounds for Box."""
-        if isinstance(self.action_space, gym.spaces.Discrete):
-            return np.asarray(actions, dtype=np.int64)
-        return np.clip(actions, self.action_space.low, self.action_space.high)
 
     def step(self, actions: np.ndarray) -> BatchStep:
         """Step every env with its action; finished episodes are reset and their stats returned."""
-        observations, rewards, terminated, truncated, final = self._envs.step(self._actions(actions))
+        observations, rewards, terminated, truncated, final = self._envs.step(self.action_head.for_env(actions))
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool) & ~terminated
         self._returns += rewards

@@ -11,6 +11,10 @@ only the LSTM cell is unrolled over the T+1 steps, as one op (IMPALA and
 sample-factory do the same). uint8 image frames stay uint8 until the first
 convolution, which reads them as [0, 1] floats (FrameConv2d): a quarter of
 the memory traffic in env buffers, rollouts and copies.
+
+`ActorCriticBase` is the interface the A3C worker, evaluation and the
+normalisation use (see its docstring); `ActorCritic` is the built-in one, and
+a `model.factory` returns another (docs/models.md).
 """
 from __future__ import annotations
 
@@ -22,7 +26,6 @@ import framework
 from framework import nn
 from framework.nn import functional as F
 from framework.algorithms.a3c.normalization import RunningMeanStd
-from framework.distributions import Categorical, Normal
 
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
 """(channels, kernel, stride) of the convolutions over (C, H, W) observations: the A3C paper's Atari network."""
@@ -67,14 +70,98 @@ def _body(input_shape: tuple[int, ...], hidden: list[int], activation: str, conv
     return nn.Sequential(*layers), size
 
 
-class ActorCritic(nn.Module):
+class ActorCriticBase(nn.Module):
+    """What A3C calls on a model; subclass it (or return a Module with the same members) from a model.factory.
+
+    Shapes: B observations of the layout a3c.spaces gives (`obs`: (B, *obs_shape), uint8 for uint8 images,
+    else float32); `head` is the policy output, (B, size) with size = the action space's n (Discrete logits),
+    dimensions (Box: the Normal's mean), sum(nvec) (MultiDiscrete: each component's logits in turn) or n
+    (MultiBinary: one logit each); `value` is (B,).
+
+    A subclass implements `forward`; the rest has defaults:
+    - `forward(obs, state) -> (head, value, state)`: state is None for a feed-forward model;
+    - `initial_state(batch)`: None, or a tuple of (batch, ...) tensors on the model's device (a recurrent model);
+    - `policy(obs, state) -> (head, state)`: forward without the value (acting);
+    - `policy_array(obs, state)`: policy on an array, without autograd: (array, state);
+    - `forward_rollout(obs, state, keep) -> (head, value)`: a rollout's (T+1, E, *obs_shape) observations as
+      (T+1) * E rows; a recurrent state entering step t is multiplied by keep[t] ((T+1, E), 0 after an end);
+    - `device`: where the parameters are;
+    - `log_std`: for Box actions, a Parameter (dimensions,) with the Normal's log standard deviation (None
+      otherwise);
+    - `obs_norm`, `return_norm`: the RunningMeanStd of env.normalize_obs / normalize_reward (None without).
+    """
+
+    log_std: Any = None
+    obs_norm: Any = None
+    return_norm: Any = None
+
+    def forward(self, obs: Any, state: Any = None) -> tuple[Any, Any, Any]:
+        """(policy output (B, size), value (B,), new state or None) for a batch of observations."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward(obs, state)")
+
+    def initial_state(self, batch: int) -> Any:
+        """The state a recurrent model starts an episode with for a batch (None: feed-forward)."""
+        return None
+
+    def policy(self, obs: Any, state: Any = None) -> tuple[Any, Any]:
+        """(policy output, new state): `forward` without the value, for acting."""
+        head, _, state = self.forward(obs, state)
+        return head, state
+
+    def policy_array(self, obs: Any, state: Any = None) -> tuple[Any, Any]:
+        """`policy` without autograd on an array of observations (on the model's device): (array, state)."""
+        with framework.no_grad():
+            head, state = self.policy(framework.as_tensor(obs), state)
+        return head.data_array, state
+
+    def forward_rollout(self, obs: Any, state: Any, keep: Any) -> tuple[Any, Any]:
+        """(policy outputs, values) of a rollout's (T+1, E, *obs_shape) observations as (T+1) * E rows: one
+        forward over all of them, or, with a state, step by step, the state masked by keep[t] before step t."""
+        steps, batch = obs.shape[:2]
+        if state is None:
+            head, value, _ = self.forward(obs.reshape(steps * batch, *obs.shape[2:]))
+            return head, value
+        heads, values = [], []
+        for t in range(steps):
+            mask = framework.as_tensor(keep[t].reshape(batch, 1))
+            state = tuple(s * mask for s in state)
+            head, value, state = self.forward(obs[t], state)
+            heads.append(head)
+            values.append(value)
+        return framework.cat(heads, 0), framework.cat(values, 0)
+
+    @property
+    def device(self) -> str:
+        """Where the parameters live: 'cpu' or 'cuda:N'."""
+        return next(iter(self.parameters())).device
+
+
+class ImageVectorBody(nn.Module):
+    """A body over rows that pack an image (flattened, first) and a vector: the convolutions over the image,
+    then their flattened output and the vector together through the MLP (a Dict observation's image entry)."""
+
+    def __init__(self, image_shape: tuple[int, ...], vector_size: int, hidden: list[int], activation: str,
+                 conv: Sequence[tuple[int, int, int]]):
+        super().__init__()
+        self.image_shape, self.image_size = tuple(image_shape), int(np.prod(image_shape))
+        self.conv, conv_size = _body(self.image_shape, [], activation, conv, False)
+        self.mlp, self.size = _body((conv_size + vector_size,), hidden, activation, (), False)
+
+    def forward(self, x: Any) -> Any:
+        image = x[:, :self.image_size].reshape(x.shape[0], *self.image_shape)
+        return self.mlp(framework.cat([self.conv(image), x[:, self.image_size:]], 1))
+
+
+class ActorCritic(ActorCriticBase):
     """Body (convolutions, then an MLP, optionally an LSTM cell), a policy head and a value head.
 
     obs_shape is the observation size or shape; `conv` lists (channels, kernel,
     stride) of Conv2d layers over (C, H, W) observations (Atari frames), and
     observations of more than one axis are flattened before the MLP. With
     uint8_frames the observations are uint8 images, read as [0, 1] by the
-    first convolution (FrameConv2d).
+    first convolution (FrameConv2d). With image_shape, each observation row
+    packs an image of that shape (flattened, first) and a vector
+    (`ImageVectorBody`).
     Discrete actions: the policy head gives logits. Continuous actions: it gives
     the mean of a Normal whose log standard deviation is a learned parameter.
     With shared_body false the value head has a body of its own (the same
@@ -88,12 +175,20 @@ class ActorCritic(nn.Module):
     def __init__(self, obs_shape: int | Sequence[int], hidden: list[int], activation: str, lstm: bool,
                  n_actions: int, continuous: bool, conv: Sequence[tuple[int, int, int]] = (),
                  uint8_frames: bool = False, normalize_obs: bool = False, normalize_returns: bool = False,
-                 shared_body: bool = True, log_std_init: float = 0.0):
+                 shared_body: bool = True, log_std_init: float = 0.0, image_shape: Sequence[int] | None = None):
         super().__init__()
         input_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
-        self.body, size = _body(input_shape, hidden, activation, conv, uint8_frames)
+
+        def body() -> tuple[nn.Module, int]:
+            if image_shape is None:
+                return _body(input_shape, hidden, activation, conv, uint8_frames)
+            packed = ImageVectorBody(tuple(image_shape), input_shape[0] - int(np.prod(image_shape)), hidden,
+                                     activation, conv)
+            return packed, packed.size
+
+        self.body, size = body()
         self.lstm = nn.LSTMCell(size, size) if lstm else None
-        self.value_body = None if shared_body else _body(input_shape, hidden, activation, conv, uint8_frames)[0]
+        self.value_body = None if shared_body else body()[0]
         self.pi = nn.Linear(size, n_actions)
         self.v = nn.Linear(size, 1)
         self.continuous = continuous
@@ -138,12 +233,6 @@ class ActorCritic(nn.Module):
         h, state = self._features(obs, state)
         return self.pi(h), state
 
-    def policy_array(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
-        """`policy` without autograd on an array of observations (on the model's device): (array, state)."""
-        with framework.no_grad():
-            head, state = self.policy(framework.as_tensor(obs), state)
-        return head.data_array, state
-
     @property
     def device(self) -> str:
         """Where the parameters live: 'cpu' or 'cuda:N'."""
@@ -154,9 +243,3 @@ class ActorCritic(nn.Module):
         if self.lstm is None:
             return None
         return tuple(framework.zeros(batch, self.hidden_size, device=self.device) for _ in range(2))
-
-    def distribution(self, head: Any) -> Any:
-        """The action distribution for a policy head output."""
-        if self.continuous:
-            return Normal(head, framework.exp(self.log_std))
-        return Categorical(logits=head)

@@ -5,68 +5,67 @@ target (`trainer.target_return`, `target_window`); the model is in
 `a3c.model`, the worker loop in `a3c.worker`, the environments in `a3c.envs`.
 Image observations (channels, height, width), such as stacked Atari frames,
 pass through the A3C paper's two convolutions first (uint8 ones stay uint8
-until the first convolution reads them as [0, 1]).
+until the first convolution reads them as [0, 1]); `a3c.spaces` says how
+other spaces are read. `model.factory: module:function` replaces the built-in
+ActorCritic by the user's own network (`a3c.model_factory`, docs/models.md).
 """
 from __future__ import annotations
 
 from typing import Iterator
 
-import gymnasium as gym
 import numpy as np
 
-import framework
 from framework import nn
-from framework.algorithms.a3c.envs import BatchStep, EnvBatch, EnvError, NoFrames, env_id_problem, make_env
-from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
+from framework.algorithms import user_code
+from framework.algorithms.a3c import model_factory
+from framework.algorithms.a3c.actor import Actor
+from framework.algorithms.a3c.envs import (BatchStep, EnvBatch, EnvBuildError, NoFrames, env_id_problem, make_env,
+                                           missing_extra_message)
+from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, ActorCriticBase, conv_output_sides
+from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout, SpaceError
 from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
 from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink,
                                        WorkerContext)
-from framework.device import to_device, to_host
 from framework.train.schema import ConfigError, Field
 
 
-def _spaces(config: Config) -> tuple[tuple[int, ...], bool, int, bool]:
-    """(observation shape, uint8 images, action count or dimension, continuous) of the config's environment."""
+def _spaces(config: Config) -> tuple[ObservationLayout, ActionHead]:
+    """How A3C reads the config's environment (a3c.spaces); ConfigError naming the real cause when it cannot be
+    built (the config key at fault: env.id or env.kwargs) or has a space A3C cannot read."""
+    env_id = config["env"]["id"]
+    missing = missing_extra_message(env_id)
+    if missing:
+        raise ConfigError(f"config key 'env.id': {missing}")
     try:
-        env = make_env(config["env"]["id"], config["env"]["kwargs"])
-    except EnvError as exc:
-        raise ConfigError(f"config key 'env.kwargs': got {config['env']['kwargs']!r}; allowed: keyword "
-                          f"arguments {config['env']['id']} accepts ({exc.__cause__})") from None
+        env = make_env(env_id, config["env"]["kwargs"])
+    except EnvBuildError as exc:
+        raise ConfigError(f"config key '{exc.key}': {exc.problem}") from None
     try:
-        obs, act = env.observation_space, env.action_space
+        return ObservationLayout.of(env.observation_space), ActionHead(env.action_space)
+    except SpaceError as exc:
+        raise ConfigError(f"config key 'env.id': got {env_id!r} with {exc}") from None
     finally:
         env.close()
-    for what, space in (("observation", obs), ("action", act)):
-        if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
-            raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with {what} space {space}; "
-                              f"allowed: environments with Discrete or Box spaces")
-    obs_shape = (int(obs.n),) if isinstance(obs, gym.spaces.Discrete) else tuple(int(d) for d in obs.shape)
-    uint8_frames = isinstance(obs, gym.spaces.Box) and obs.dtype == np.uint8 and len(obs_shape) == 3
-    if isinstance(act, gym.spaces.Discrete):
-        return obs_shape, uint8_frames, int(act.n), False
-    return obs_shape, uint8_frames, int(np.prod(act.shape)), True
 
 
-def _conv_layers(config: Config, obs_shape: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
-    """IMAGE_CONV for (C, H, W) observations, none for others; ConfigError when images are too small for it."""
-    if len(obs_shape) != 3:
+def _conv_layers(config: Config, layout: ObservationLayout) -> tuple[tuple[int, int, int], ...]:
+    """IMAGE_CONV for observations with an image, none for others; ConfigError when images are too small for it."""
+    if layout.image_shape is None:
         return ()
-    if min(conv_output_sides(obs_shape[1:], IMAGE_CONV)) < 1:
-        raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with observations of shape "
-                          f"{obs_shape}; allowed: (channels, height, width) observations of at least 20x20 "
-                          f"for the convolutions of the A3C image model")
+    if min(conv_output_sides(layout.image_shape[1:], IMAGE_CONV)) < 1:
+        raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with images of shape "
+                          f"{layout.image_shape}; allowed: (channels, height, width) images of at least 20x20 "
+                          f"for the convolutions of the A3C image model (or gymnasium.wrappers.ResizeObservation)")
     return IMAGE_CONV
 
 
-def _greedy_steps(model: ActorCritic, envs: EnvBatch) -> Iterator[BatchStep]:
-    """Step envs with the model's greedy actions (the most likely action, or the mean action), for ever."""
-    state = model.initial_state(len(envs))
+def _greedy_steps(actor: Actor, envs: EnvBatch) -> Iterator[BatchStep]:
+    """Step envs with the actor's greedy actions (the most likely one of each component, or the mean), for ever."""
+    state = actor.initial_state(len(envs))
     while True:
-        with framework.no_grad():  # entered per step: a generator must not hold grad mode off for its caller
-            head, state = model.policy_array(to_device(envs.obs, model.device), state)
-        head = to_host(head)
-        yield envs.step(head if model.continuous else np.argmax(head, axis=1))
+        actions, state = actor.choose(envs.obs, state)
+        yield envs.step(actions)
 
 
 def _evaluation(returns: np.ndarray) -> Evaluation:
@@ -100,7 +99,10 @@ class A3C(Algorithm):
             "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
         },
         "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
-                  "log_std_init": Field("float", 0.0, low=-20.0, high=2.0)},
+                  "log_std_init": Field("float", 0.0, low=-20.0, high=2.0),
+                  "factory": Field("str", None, nullable=True,
+                                   check=lambda v: user_code.spec_problem(v, "function")),
+                  "kwargs": Field("mapping", {})},
         "trainer": {
             "target_return": Field("float", 475.0, nullable=True),
             "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
@@ -118,37 +120,48 @@ class A3C(Algorithm):
         return config["trainer"]["target_return"]
 
     def check_config(self, config: Config) -> None:
-        """The environment must build (with env.kwargs) and have Discrete or Box spaces (images of at least 20x20);
-        a separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images."""
-        obs_shape, uint8_frames, _, _ = _spaces(config)
-        _conv_layers(config, obs_shape)
+        """The environment must build (with env.kwargs) and have spaces A3C reads (images of at least 20x20); a
+        separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images; a
+        model.factory's model must have the members of ActorCriticBase (checked on one forward pass)."""
+        layout, head = _spaces(config)
+        _conv_layers(config, layout)
         if not config["model"]["shared_body"] and config["model"]["lstm"]:
             raise ConfigError("config key 'model.shared_body': got false with model.lstm true; allowed: true with "
                               "an LSTM (the policy and the value share the LSTM's state)")
-        if uint8_frames and config["env"]["normalize_obs"]:
+        if layout.dtype == np.uint8 and config["env"]["normalize_obs"]:
             raise ConfigError(f"config key 'env.normalize_obs': got true for {config['env']['id']!r}, whose "
                               f"observations are uint8 images (read as [0, 1] by the first convolution); "
                               f"allowed: false for image observations")
+        spec = config["model"]["factory"]
+        if spec is not None:
+            model_factory.check_model(spec, self._build(config, layout, head), layout, head, config["env"])
 
-    def build_model(self, config: Config) -> ActorCritic:
-        obs_shape, uint8_frames, n_actions, continuous = _spaces(config)
+    def build_model(self, config: Config) -> ActorCriticBase:
+        return self._build(config, *_spaces(config))
+
+    def _build(self, config: Config, layout: ObservationLayout, head: ActionHead) -> ActorCriticBase:
+        """The model.factory's model for these spaces, or the built-in ActorCritic."""
         m, env = config["model"], config["env"]
-        return ActorCritic(obs_shape, m["hidden"], m["activation"], m["lstm"], n_actions, continuous,
-                           _conv_layers(config, obs_shape), uint8_frames=uint8_frames,
+        if m["factory"] is not None:
+            return model_factory.build(m["factory"], layout, head.space, m)
+        packed = layout.image_shape is not None and layout.vector_size > 0
+        return ActorCritic(layout.shape, m["hidden"], m["activation"], m["lstm"], head.size, head.continuous,
+                           _conv_layers(config, layout), uint8_frames=layout.dtype == np.uint8,
                            normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"],
-                           shared_body=m["shared_body"], log_std_init=m["log_std_init"])
+                           shared_body=m["shared_body"], log_std_init=m["log_std_init"],
+                           image_shape=layout.image_shape if packed else None)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()
 
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
-        """Greedy episodes (most likely action, or the mean action), one per environment in a batch."""
+        """Greedy episodes (the most likely action of each component, or the mean: `Actor`), one per environment in a
+        batch."""
         envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
-                        normalization=Normalization.for_model(model, config, episodes, update=False),
                         vectorize=config["env"]["vectorize"])
         returns = np.full(episodes, np.nan)
         try:
-            for out in _greedy_steps(model, envs):
+            for out in _greedy_steps(Actor(model, config, envs.layout, envs.action_head), envs):
                 for i, ret in zip(out.episode_index, out.episode_returns):
                     if np.isnan(returns[i]):
                         returns[i] = ret
@@ -166,15 +179,14 @@ class A3C(Algorithm):
         returns: list[float] = []
         for i in range(episodes):
             try:
-                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
-                                normalization=Normalization.for_model(model, config, 1, update=False))
+                envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True)
             except NoFrames as exc:
                 raise ConfigError(f"config key 'env.id': {exc}; allowed: an environment with the rgb_array render "
                                   f"mode, to record") from None
             episode_return = None
             try:
                 more = frames(envs.frames[0])
-                steps = _greedy_steps(model, envs)
+                steps = _greedy_steps(Actor(model, config, envs.layout, envs.action_head), envs)
                 while more and episode_return is None:
                     out = next(steps)
                     more = frames(envs.frames[0])
@@ -186,6 +198,10 @@ class A3C(Algorithm):
             if not more:
                 break
         return _evaluation(np.asarray(returns))
+
+    def actor(self, model: nn.Module, config: Config) -> Actor:
+        """The model acting in config's environment, whose spaces are read as the workers read them (a3c.spaces)."""
+        return Actor(model, config, *_spaces(config))
 
     def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
         """The normalisation statistics, when the model has any (see a3c.normalization)."""

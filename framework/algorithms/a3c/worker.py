@@ -30,22 +30,19 @@ import numpy as np
 
 import framework
 from framework.algorithms.a3c.envs import EnvBatch
-from framework.algorithms.a3c.model import ActorCritic
+from framework.algorithms.a3c.model import ActorCriticBase
+from framework.algorithms.a3c.spaces import ActionHead
 from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.base import WorkerContext, learning_rate
 from framework.device import array_module, to_device, to_host
 from framework.optim.clip import grad_norm
-from framework.random import standard_normal, uniform
 
 
-def a3c_loss(model: ActorCritic, head: Any, values: Any, actions: Any, advantages: Any, targets: Any, n: int,
-             value_coef: float, entropy_coef: float) -> tuple[Any, Any, Any, Any]:
+def a3c_loss(action_head: ActionHead, model: ActorCriticBase, head: Any, values: Any, actions: Any,
+             advantages: Any, targets: Any, n: int, value_coef: float,
+             entropy_coef: float) -> tuple[Any, Any, Any, Any]:
     """(loss, policy loss, value loss, entropy) of the first n heads and values of a rollout."""
-    dist = model.distribution(head[:n])
-    log_prob = dist.log_prob(actions)
-    entropy = dist.entropy()
-    if model.continuous:
-        log_prob, entropy = log_prob.sum(axis=1), entropy.sum(axis=1)
+    log_prob, entropy = action_head.log_prob_entropy(head[:n], actions, model.log_std)
     policy_loss = -(log_prob * advantages).mean()
     value_loss = ((values[:n] - targets) ** 2).mean()
     entropy = entropy.mean()
@@ -68,7 +65,7 @@ def advantages(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, gamma
 class Worker:
     """One worker's rollout buffers, local model and update step."""
 
-    def __init__(self, local: ActorCritic, ctx: WorkerContext):
+    def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
         cfg = ctx.config
         self.ctx, self.algo_cfg = ctx, cfg["algorithm"]
         self.opt_cfg, self.total_steps = cfg["optimizer"], cfg["trainer"]["total_steps"]
@@ -84,16 +81,16 @@ class Worker:
         T, E = self.algo_cfg["n_steps"], len(self.envs)
         self.T, self.E = T, E
         self.obs = np.zeros((T + 1, E, *self.envs.obs_shape), dtype=self.envs.obs.dtype)
-        continuous = self.local.continuous
-        self.actions = np.zeros((T, E, self.local.pi.out_features) if continuous else (T, E),
-                                dtype=np.float32 if continuous else np.int64)
+        self.action_head = self.envs.action_head
+        self.actions = np.zeros((T, E, *self.action_head.shape), dtype=self.action_head.dtype)
         self.rewards = np.zeros((T, E), dtype=np.float32)
         self.dones = np.zeros((T, E), dtype=np.float32)
         self.state = self.state0 = self.local.initial_state(E)
         compiled = cfg["trainer"]["compile"]
         # An LSTM's acting step and its unroll over a rollout are ops of their own (one pass on raw arrays;
         # a backward of a few large GEMMs), not captured primitives: with an LSTM only the loss is compiled.
-        feedforward = compiled and self.local.lstm is None
+        self.recurrent = self.state0 is not None
+        feedforward = compiled and not self.recurrent
         self.policy = framework.compile(self.local.policy) if feedforward else self.local.policy
         self.forward_rollout = (framework.compile(self.local.forward_rollout) if feedforward
                                 else self.local.forward_rollout)
@@ -104,26 +101,19 @@ class Worker:
         return framework.as_tensor(to_device(array, self.device))
 
     def _action_noise(self) -> Any:
-        """The noise of a whole rollout's actions, (T, E, actions), drawn at once on the device (the same numbers
-        as T draws of one step's): Gumbel noise for the Gumbel-max trick, N(0, 1) for continuous actions."""
-        shape, dtype = (self.T, self.E, self.local.pi.out_features), self.local_arena.data.dtype
-        if self.local.continuous:
-            return standard_normal(shape, dtype, self.device)
-        xp = array_module(self.local_arena.data)
-        return -xp.log(-xp.log(uniform(shape, dtype, device=self.device) + 1e-12) + 1e-12)
+        """The noise of a whole rollout's actions, (T, E, size), drawn at once on the device (the same numbers
+        as T draws of one step's: ActionHead.draw_noise)."""
+        return self.action_head.draw_noise((self.T, self.E), self.local_arena.data.dtype, self.device)
 
     def _act(self, obs: np.ndarray, noise: Any) -> np.ndarray:
         """Sample actions on the device for a batch of host observations (no grad) with this step's noise;
         advances the LSTM state.
 
-        Discrete actions use the Gumbel-max trick, continuous ones mean + std * noise.
+        Categorical actions use the Gumbel-max trick, continuous ones mean + std * noise (ActionHead.sample).
         """
         head, self.state = self.policy(self._tensor(obs), self.state)
-        head = head.data_array
-        xp = array_module(head)
-        if self.local.continuous:
-            return to_host(head + xp.exp(self.local.log_std.data_array) * noise)
-        return to_host(xp.argmax(head + noise, axis=1))
+        log_std = None if self.local.log_std is None else self.local.log_std.data_array
+        return to_host(self.action_head.sample(head.data_array, noise, log_std))
 
     def _values(self, obs: np.ndarray, state: tuple[Any, Any] | None) -> np.ndarray:
         """V(obs) on the host for host observations."""
@@ -132,7 +122,7 @@ class Worker:
     def _mask_state(self, done: np.ndarray) -> None:
         if self.state is not None and done.any():
             keep = self._tensor((1.0 - done.astype(np.float32))[:, None])  # float32: the state stays float32
-            self.state = (self.state[0] * keep, self.state[1] * keep)
+            self.state = tuple(s * keep for s in self.state)
 
     def rollout(self) -> None:
         """Collect n_steps from every env with the local model."""
@@ -166,7 +156,7 @@ class Worker:
         """Policy heads and values for all (T+1) x E observations, with grad; the LSTM state starts from the
         rollout's first state and is reset after every step that ended an episode."""
         keep = None
-        if self.local.lstm is not None:
+        if self.recurrent:
             keep = np.ones((self.T + 1, self.E), dtype=np.float32)
             keep[1:] -= self.dones
             keep = to_device(keep, self.device)
@@ -188,7 +178,7 @@ class Worker:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         actions = self._tensor(self.actions.reshape(n, *self.actions.shape[2:]))
         loss, policy_loss, value_loss, entropy = self.loss_terms(
-            self.local, head, values, actions, self._tensor(adv.reshape(n)), self._tensor(targets.reshape(n)), n,
+            self.action_head, self.local, head, values, actions, self._tensor(adv.reshape(n)), self._tensor(targets.reshape(n)), n,
             a["value_coef"], a["entropy_coef"])
         return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
 

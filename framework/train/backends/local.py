@@ -17,15 +17,20 @@ environment for spawn and forkserver children, and with threadpoolctl in each
 worker, since a forked one inherits the BLAS thread pool numpy already made
 (two threads a worker on a loaded machine made the Atari model's GEMMs 13x
 slower), and keep the memory they free for reuse (see `keep_freed_memory`).
+A main module that is no file (standard input) is kept from the children
+(`main_module_reachable`).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import os
 import signal
+import sys
 import time
 import traceback
 from multiprocessing import resource_tracker
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from threadpoolctl import threadpool_limits
 
@@ -61,6 +66,31 @@ def keep_freed_memory() -> bool:
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     return mallopt is not None and all(mallopt(parameter, KEPT_BLOCK_BYTES) == 1
                                        for parameter in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD))
+
+
+@contextlib.contextmanager
+def main_module_reachable() -> Iterator[None]:
+    """While starting a process: hide a `__main__` file that does not exist from spawn and forkserver.
+
+    Their children re-run the main module from `__main__.__file__` (under the
+    name `__mp_main__`) so that what it defines can be unpickled there. A
+    program read from standard input (`python - < script.py`) has the file
+    name '<stdin>', which the children cannot open: they died with
+    FileNotFoundError before a worker ran. Without `__file__` they leave the
+    main module alone, as they do for `python -c` and a notebook, whose
+    definitions they cannot reach either (`framework.train.api` refuses
+    factories defined there).
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if getattr(main, "__spec__", None) is not None or not isinstance(path, str) or os.path.isfile(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
@@ -125,7 +155,7 @@ class LocalBackend(Backend):
             args=(rank, row, seed, launch.config, launch.model, launch.optimizer, launch.stats, writer,
                   self._shared))
         try:
-            with lifecycle.signals_blocked(WORKER_IGNORED):
+            with lifecycle.signals_blocked(WORKER_IGNORED), main_module_reachable():
                 proc.start()
         except BaseException:
             reader.close()

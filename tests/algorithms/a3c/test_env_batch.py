@@ -78,11 +78,12 @@ def test_env_that_cannot_be_built_names_env_and_worker():
         make_env("CartPole-v1", {"no_such_argument": 1}, rank=2)
 
 
-def test_env_id_problem():
-    assert env_id_problem("CartPole-v1") is None
-    assert env_id_problem("fault_envs:RaisingCartPole-v0") is None
-    assert "registered gymnasium environment id" in env_id_problem("CartPoel-v1")
-    assert "importing 'no_such_module' failed" in env_id_problem("no_such_module:X-v0")
+def test_env_id_problem_checks_the_form_only():
+    for form in ("CartPole-v1", "ALE/Breakout-v5", "fault_envs:RaisingCartPole-v0", "custom_envs:MoveToGoal",
+                 "pkg.mod:make_env", "CartPoel-v1", "no_such_module:X-v0"):
+        assert env_id_problem(form) is None, form
+    for bad in ("Cart Pole", "1mod:X", "mod:", "a:b:c", ""):
+        assert "module:EnvId or module:Factory" in env_id_problem(bad), bad
 
 
 # ---- the vector path: one vector env that resets in the same step, or a loop of envs -----------------------

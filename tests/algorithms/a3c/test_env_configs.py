@@ -2,6 +2,7 @@
 classic-control ones, and the Atari pieces (image model, preprocessing) behind the Pong config."""
 import importlib.util
 import json
+import tomllib
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import framework
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic
 from framework.train.config import ConfigError, load_config
 from framework.algorithms.a3c.envs import EXTRAS, extra_needed, missing_extra_message
-from train_cli import CONFIGS, run_cli
+from train_cli import CHECKOUT, CONFIGS, run_cli
 
 SHIPPED = sorted(CONFIGS.glob("*.yaml"))
 FAST = ["--set", "trainer.start_method=fork", "--set", "logging.progress=false", "--set", "trainer.max_seconds=60"]
@@ -57,6 +58,14 @@ def test_extras_are_recognised_by_env_id():
     assert extra_needed("LunarLander-v3") == "box2d" and extra_needed("BipedalWalker-v3") == "box2d"
     assert extra_needed("hogshare/Atari-v0") == extra_needed("ale_py:ALE/Pong-v5") == "atari"
     assert extra_needed("CartPole-v1") is None and missing_extra_message("Pendulum-v1") is None
+    assert extra_needed("HalfCheetah-v5") == "mujoco" and extra_needed("ALE/Breakout-v5") == "atari"
+
+
+def test_every_extra_a_message_names_is_declared_in_pyproject():
+    """missing_extra_message tells users to pip install '.[extra]': each such extra must exist."""
+    declared = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(EXTRAS) <= set(declared)
+    assert declared["mujoco"] == ["gymnasium[mujoco]"]
 
 
 @pytest.mark.parametrize("config, steps", [("a3c_acrobot.yaml", 12_000), ("a3c_pendulum.yaml", 10_000)])

@@ -1,0 +1,151 @@
+"""Training from Python: `run(config, overrides, logdir=, env=, model=) -> Run`, and `read_checkpoint`.
+
+`run` is the `train` command without the command line: the same config
+checks (ConfigError, one line), start-up, run directory, TensorBoard,
+checkpoints, stop conditions and exit reasons (it runs a `Trainer`). It
+blocks until the run ends and returns a `Run`; a run that fails (a worker
+raised, a checkpoint could not be written) raises `RunFailed`, which carries
+the run directory and summary.
+
+`env=` and `model=` take factories (an Env class or a function) and pass
+them to the workers by name, as the config keys `env.id: module:Factory`
+and `model.factory: module:function`: workers started with spawn import
+them afresh, so a factory must be reachable by its module and qualified
+name. One that is not (a lambda, a function defined inside another, one
+defined in an interactive `__main__`: standard input, `python -c`, a
+notebook) is refused before anything starts. One defined in the script
+being run (`__main__` from a file) is named by the script's module name
+(its file name), which the workers import from the script's directory; the
+main process gets that name for the running script itself, so it does not
+run twice here.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from framework.train.checkpoint import CheckpointError, load_checkpoint
+from framework.train.config import ConfigError, load_config, string_override
+from framework.train.policy import Policy, load_policy
+from framework.train.schema import printable, short_repr
+from framework.train.trainer import Trainer, checkpoint_path
+
+
+class RunFailed(RuntimeError):
+    """A run that failed once it had started (exit code 1 of `train`); its directory and summary.json are kept."""
+
+    def __init__(self, run_dir: Path, summary: dict[str, Any]):
+        reason = summary.get("failure") or summary.get("stop_reason") or "see its summary.json"
+        super().__init__(f"run '{run_dir}' failed: {reason}")
+        self.run_dir, self.summary = run_dir, summary
+
+
+@dataclass
+class Run:
+    """A finished run: its directory, its summary.json, and (loaded when first asked for) its policy."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    _policy: Policy | None = field(default=None, repr=False)
+
+    @property
+    def policy(self) -> Policy:
+        """The policy of the run's final checkpoint (`load_policy(run_dir)`)."""
+        if self._policy is None:
+            self._policy = load_policy(self.run_dir)
+        return self._policy
+
+
+def run(config: str | Path | Mapping[str, Any], overrides: Sequence[str] = (), *, logdir: str | Path | None = None,
+        env: Callable[..., Any] | None = None, model: Callable[..., Any] | None = None) -> Run:
+    """Train until a stop condition, as `train --config` does; the finished Run (RunFailed if it failed).
+
+    config: a YAML file's path, or a mapping (as the file would hold, or a config already checked); overrides:
+    `key.path=value` strings as `--set` takes them; logdir: the run directory's parent (logging.logdir); env: an
+    env factory (a gymnasium.Env subclass, or a callable returning an Env: env.kwargs go to it); model: a model
+    factory `f(observation_space, action_space, model_section) -> nn.Module`. Raises ConfigError before anything
+    starts for a bad config or a factory the workers could not import.
+    """
+    if isinstance(overrides, (str, bytes)):
+        raise ConfigError(f"overrides: got {short_repr(overrides)}; allowed: a list of key.path=value strings, "
+                          f"e.g. ['trainer.max_seconds=10']")
+    extra = list(overrides)
+    if env is not None:
+        extra.append(string_override("env.id", factory_name(env, "env")))
+    if model is not None:
+        extra.append(string_override("model.factory", factory_name(model, "model")))
+    if logdir is not None:
+        extra.append(string_override("logging.logdir", os.fspath(logdir)))
+    trainer = Trainer(load_config(config, extra))
+    result = trainer.run()
+    if result.exit_code != 0:
+        raise RunFailed(trainer.run_dir, result.summary)
+    return Run(trainer.run_dir, result.summary)
+
+
+def factory_name(factory: Any, argument: str) -> str:
+    """'module:qualname' by which worker processes import factory; ConfigError saying what to do otherwise."""
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
+    if not callable(factory) or not isinstance(module, str) or not isinstance(qualname, str):
+        raise ConfigError(f"{argument}=: got {short_repr(factory)}; allowed: a class or function defined at the top "
+                          f"level of a module")
+    shown = f"{module}.{qualname}"
+    if "<" in qualname:  # <lambda>, <locals>
+        raise ConfigError(f"{argument}=: got {printable(shown)}, which worker processes cannot import by name (a "
+                          f"lambda or a definition inside a function); allowed: a class or function defined at "
+                          f"the top level of a module file")
+    if module == "__main__":
+        module = _main_module_name(argument, shown)
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        found = None
+    if found is not factory:
+        raise ConfigError(f"{argument}=: got {printable(shown)}, which is not found as {qualname} in module "
+                          f"{module}; allowed: a class or function defined at the top level of a module file")
+    return f"{module}:{qualname}"
+
+
+def _main_module_name(argument: str, shown: str) -> str:
+    """The name workers import the running `__main__` by: its module name (`python -m`) or its file's name (a
+    script: its directory is first on sys.path); ConfigError when __main__ is no file (stdin, -c, a notebook)."""
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name != "__main__":
+        return spec.name
+    path = getattr(main, "__file__", None)
+    name = Path(path).stem if isinstance(path, str) and path.endswith(".py") and os.path.isfile(path) else None
+    if name is not None and sys.modules.get(name) is main:  # named so by an earlier call
+        return name
+    found = importlib.util.find_spec(name) if name and name.isidentifier() else None
+    if (found is None or found.origin is None or not os.path.samefile(found.origin, path)
+            or sys.modules.get(name, main) is not main):
+        raise ConfigError(f"{argument}=: got {printable(shown)}, defined in an interactive session (standard input, "
+                          f"python -c or a notebook) that worker processes cannot import; allowed: a class or "
+                          f"function defined in a module file: define it in a module file and import it")
+    sys.modules[name] = main  # importing the script's name here is the running script, not a second copy
+    return name
+
+
+def read_checkpoint(path: str | Path) -> dict[str, np.ndarray]:
+    """The model's parameters and buffers by name (as its state_dict names them) from a run directory or its
+    checkpoint file; CheckpointError naming the file when it is missing or not a checkpoint."""
+    path = Path(path)
+    file = checkpoint_path(path) if path.is_dir() else path
+    saved = load_checkpoint(file)
+    model = saved.get("model") if isinstance(saved, dict) else None
+    if not isinstance(model, dict) or not all(isinstance(v, np.ndarray) for v in model.values()):
+        raise CheckpointError(f"checkpoint '{printable(str(file))}' holds no model parameters")
+    return dict(model)
+
+
+__all__ = ["ConfigError", "Run", "RunFailed", "factory_name", "read_checkpoint", "run"]
