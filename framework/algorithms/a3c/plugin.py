@@ -20,9 +20,10 @@ from framework.algorithms.a3c.envs import BatchStep, EnvBatch, EnvError, NoFrame
 from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, conv_output_sides
 from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
-from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink,
-                                       WorkerContext)
+from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, EvaluationBounds,
+                                       FrameSink, WorkerContext)
 from framework.device import to_device, to_host
+from framework.train.formatting import significant
 from framework.train.schema import ConfigError, Field
 
 
@@ -69,10 +70,14 @@ def _greedy_steps(model: ActorCritic, envs: EnvBatch) -> Iterator[BatchStep]:
         yield envs.step(head if model.continuous else np.argmax(head, axis=1))
 
 
-def _evaluation(returns: np.ndarray) -> Evaluation:
+def _evaluation(returns: np.ndarray, cut: int, bounds: EvaluationBounds) -> Evaluation:
+    """The metrics and line of greedy episodes' returns, `cut` of them at the bounds (their return so far)."""
     mean, std = float(returns.mean()), float(returns.std())
-    return Evaluation({"return_mean": mean, "return_std": std},
-                      f"return over {returns.size} greedy episodes: {mean:.1f} ± {std:.1f}")
+    text = f"return over {returns.size} greedy episodes: {significant(mean)} ± {significant(std)}"
+    if cut:
+        text += (f" ({cut} cut short, at trainer.eval_max_steps = {bounds.max_steps} steps or "
+                 f"trainer.eval_max_seconds = {bounds.max_seconds:g} s)")
+    return Evaluation({"return_mean": mean, "return_std": std, "episodes_cut": float(cut)}, text)
 
 
 class A3C(Algorithm):
@@ -106,10 +111,13 @@ class A3C(Algorithm):
             "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
         },
     }
-    experiment = "a3c-cartpole"
     hparams = ("optimizer.name", "optimizer.lr", "algorithm.n_steps", "env.envs_per_worker", "trainer.workers",
                "model.hidden")
     metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr")
+
+    def default_experiment(self, config: Config) -> str:
+        """a3c-<env id>, e.g. a3c-cartpole-v1 (a factory's `module:Name` becomes module-name)."""
+        return "a3c-" + config["env"]["id"]
 
     def window(self, config: Config) -> int:
         return config["trainer"]["target_window"]
@@ -147,16 +155,19 @@ class A3C(Algorithm):
                         normalization=Normalization.for_model(model, config, episodes, update=False),
                         vectorize=config["env"]["vectorize"])
         returns = np.full(episodes, np.nan)
+        bounds = EvaluationBounds.of(config)
         try:
-            for out in _greedy_steps(model, envs):
+            for out in bounds.steps(_greedy_steps(model, envs)):
                 for i, ret in zip(out.episode_index, out.episode_returns):
                     if np.isnan(returns[i]):
                         returns[i] = ret
                 if not np.isnan(returns).any():
                     break
+            cut = np.isnan(returns)
+            returns[cut] = np.asarray(envs.returns, dtype=np.float64)[cut]
         finally:
             envs.close()
-        return _evaluation(returns)
+        return _evaluation(returns, int(cut.sum()), bounds)
 
     def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
         """evaluate's episodes, one at a time in an environment that renders rgb_array frames: episode i is
@@ -164,6 +175,8 @@ class A3C(Algorithm):
         one: a loop of envs, or CartPole's vector env (not Atari's, whose no-op counts have a generator of their
         own)."""
         returns: list[float] = []
+        cut = 0
+        bounds = EvaluationBounds.of(config)
         for i in range(episodes):
             try:
                 envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True,
@@ -174,18 +187,19 @@ class A3C(Algorithm):
             episode_return = None
             try:
                 more = frames(envs.frames[0])
-                steps = _greedy_steps(model, envs)
-                while more and episode_return is None:
-                    out = next(steps)
+                for out in bounds.steps(_greedy_steps(model, envs)) if more else ():
                     more = frames(envs.frames[0])
                     if out.episode_index:
                         episode_return = out.episode_returns[0]
+                    if not more or episode_return is not None:
+                        break
+                cut += episode_return is None and more
                 returns.append(float(envs.returns[0]) if episode_return is None else episode_return)
             finally:
                 envs.close()
             if not more:
                 break
-        return _evaluation(np.asarray(returns))
+        return _evaluation(np.asarray(returns), cut, bounds)
 
     def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
         """The normalisation statistics, when the model has any (see a3c.normalization)."""
