@@ -1,0 +1,204 @@
+"""What bounds a run and its evaluations, with real processes and real signals: an episode that never ends cannot
+hold up max_seconds, a stop signal or `evaluate`; a worker that exits with code 0 before it was told to stop is a
+failure; workers that would not fit in memory are refused and a start-up longer than max_seconds ends the run;
+`evaluate --record` stops cleanly on SIGTERM, SIGHUP and SIGINT and its killed temp files go; and both commands
+work with stdout or stderr closed."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from framework.train.checkpoint import load_checkpoint
+from run_configs import cartpole_config
+from train_cli import cli_command, cli_env, run_cli, start_cli, summary, train, write_config
+
+ENDLESS = {"id": "fault_envs:EndlessCartPole-v0", "envs_per_worker": 2}
+"""Episodes that never end: no termination, no time limit."""
+
+
+def _endless_run(tmp_path: Path, **trainer) -> dict:
+    return cartpole_config(total_steps=10**9, max_seconds=60, env=ENDLESS,
+                           trainer={"workers": 1, "eval_every_s": 0.3, "eval_episodes": 1, "eval_max_steps": 10**9,
+                                    **trainer})
+
+
+def _wait_for_line(proc: subprocess.Popen, start: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if line.startswith(start):
+            return
+        assert line or proc.poll() is None, "train ended before printing " + start
+    raise AssertionError(f"no line starting {start!r} within {timeout} s")
+
+
+def test_max_seconds_ends_a_run_whose_evaluation_never_ends(tmp_path):
+    """The periodic evaluation stops at what is left of max_seconds (without, it ran its whole 5 s)."""
+    done, run = train(tmp_path, _endless_run(tmp_path, max_seconds=2, eval_max_seconds=5), timeout=60)
+    assert done.returncode == 0, done.stderr
+    s = summary(run)
+    assert s["stop_reason"] == "max_seconds reached" and s["wall_seconds"] < 4.5, s
+    assert s["evaluation"]["episodes_cut"] == 1  # the final evaluation, cut at eval_max_seconds
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_cuts_an_evaluation_that_never_ends(tmp_path, signum):
+    """A stop signal during the periodic evaluation stops the run at once (without, the evaluation ran its 6 s
+    first); the final checkpoint is written and the run exits 0."""
+    config = write_config(tmp_path / "c.yaml", _endless_run(tmp_path, eval_max_seconds=6))
+    proc = start_cli("train", "--config", config, "--logdir", tmp_path / "runs")
+    try:
+        _wait_for_line(proc, "run directory: ")
+        time.sleep(1.5)  # the first evaluation started at 0.3 s and runs until 6.3 s
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    run = next((tmp_path / "runs").iterdir())
+    s = summary(run)
+    assert proc.returncode == 0 and s["stop_reason"] == signal.Signals(signum).name, s
+    assert s["wall_seconds"] < 4.5, s
+    assert load_checkpoint(run / "checkpoints" / "checkpoint.npz")["run"]["env_steps"] == s["env_steps"]
+
+
+@pytest.fixture(scope="module")
+def endless_run_dir(tmp_path_factory):
+    """A short run on the endless env, whose config bounds evaluation episodes at 300 steps."""
+    done, run = train(tmp_path_factory.mktemp("endless"),
+                      cartpole_config(total_steps=400, env=ENDLESS, trainer={"eval_max_steps": 300}))
+    assert done.returncode == 0, done.stderr
+    return run
+
+
+def test_evaluate_cuts_episodes_at_the_step_bound(endless_run_dir):
+    done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 2, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("return over 2 greedy episodes: 300 ± 0 (2 cut short, at "
+                                  "trainer.eval_max_steps = 300 steps"), done.stdout
+    done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 2, "--max-steps", 50, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("return over 2 greedy episodes: 50.0 ± 0 (2 cut"), done
+
+
+def test_evaluate_refuses_a_bad_step_bound(endless_run_dir):
+    done = run_cli("evaluate", "--run", endless_run_dir, "--max-steps", 0)
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith("evaluate: error: argument --max-steps: got 0; allowed: an integer >= 1")
+
+
+def _temp_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def _start_recording(run: Path, target: Path) -> subprocess.Popen:
+    """evaluate --record of a long episode, returned once its temp file is being written."""
+    proc = start_cli("evaluate", "--run", run, "--episodes", 1, "--max-steps", 10**6, "--record", target)
+    deadline = time.monotonic() + 60
+    while not _temp_files(target.parent):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(1.0)  # rendering (SDL) has started and frames are being encoded
+    return proc
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_ends_a_recording_and_removes_its_temp_file(endless_run_dir, tmp_path, signum):
+    target = tmp_path / "agent.mp4"
+    proc = _start_recording(endless_run_dir, target)
+    proc.send_signal(signum)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, err
+    assert err == f"evaluate: stopped by {signal.Signals(signum).name}; nothing was written\n" and out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_recording_removes_the_temp_file_of_one_killed_before_it(endless_run_dir, tmp_path):
+    target = tmp_path / "agent.gif"
+    proc = _start_recording(endless_run_dir, target)
+    proc.kill()
+    proc.communicate()
+    assert len(_temp_files(tmp_path)) == 1  # SIGKILL leaves it
+    done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 1, "--max-steps", 5, "--record", target)
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_a_recording_keeps_the_temp_file_of_a_live_one(endless_run_dir, tmp_path):
+    target = tmp_path / "agent.gif"
+    proc = _start_recording(endless_run_dir, target)
+    try:
+        live = _temp_files(tmp_path)
+        done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 1, "--max-steps", 5, "--record", target)
+        assert done.returncode == 0, done.stderr
+        assert _temp_files(tmp_path) == live  # still being written
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_worker_that_exits_before_it_was_told_to_stop_fails_the_run(tmp_path, code):
+    done, run = train(tmp_path, cartpole_config(total_steps=10**9, env={"id": "fault_envs:ExitingCartPole-v0",
+                                                                        "kwargs": {"code": code}}))
+    assert done.returncode == 1
+    s = summary(run)
+    assert s["stop_reason"] == "worker failure", s
+    how = "exited with code 0 before it was told to stop" if code == 0 else f"exited with code {code}"
+    assert re.search(rf"^worker [01] {how}$", done.stderr, re.M), done.stderr
+    assert re.search(rf"^stopping the run \(on_worker_failure: abort\): worker [01] {how}$", done.stderr, re.M)
+
+
+def test_a_worker_that_exits_with_code_0_is_restarted_under_restart(tmp_path):
+    done, run = train(tmp_path, cartpole_config(total_steps=10**9, env={"id": "fault_envs:ExitingCartPole-v0"},
+                                                trainer={"on_worker_failure": "restart", "max_restarts": 3}))
+    assert done.returncode == 1
+    s = summary(run)
+    assert s["worker_restarts"] == 3 and s["stop_reason"] == "worker failure", s
+    assert "restarting worker" in done.stderr and "max_restarts (3) used up" in done.stderr, done.stderr
+
+
+def test_workers_that_would_not_fit_in_memory_are_refused_before_anything_starts(tmp_path):
+    env = cli_env()
+    env["HOGSHARE_WORKER_BYTES"] = str(10**13)  # 10 TB a worker
+    done, run = train(tmp_path, cartpole_config(), env=env)
+    assert done.returncode == 2 and run is None and not (tmp_path / "runs").exists()
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
+    assert re.fullmatch(r"train: error: config key 'trainer.workers': got 2, whose processes need about .* of memory "
+                        r"of their own \(.* each\); allowed: at most 0 workers here \(.* of available memory.*\)\n",
+                        done.stderr), done.stderr
+
+
+def test_starting_workers_counts_against_max_seconds(tmp_path):
+    """A budget spent while workers start ends the run cleanly with the workers started so far."""
+    done, run = train(tmp_path, cartpole_config(total_steps=10**9, max_seconds=0.001, trainer={"workers": 8}))
+    assert done.returncode == 0, done.stderr
+    s = summary(run)
+    assert s["stop_reason"] == "max_seconds reached", s
+    started = sum(load_checkpoint(run / "checkpoints" / "checkpoint.npz")["run"]["generations"])
+    assert started < 8
+
+
+def _closing(*fds: int):
+    return lambda: [os.close(fd) for fd in fds]
+
+
+@pytest.mark.parametrize("fds", [(1,), (2,), (1, 2)])
+def test_train_and_evaluate_work_with_stdout_or_stderr_closed(tmp_path, fds):
+    config = write_config(tmp_path / "c.yaml", cartpole_config(total_steps=2000))
+    streams = {name: subprocess.DEVNULL for fd, name in ((1, "stdout"), (2, "stderr")) if fd not in fds}
+    trained = subprocess.run([*cli_command("train"), "--config", str(config), "--logdir", str(tmp_path / "runs")],
+                             env=cli_env(), preexec_fn=_closing(*fds), timeout=120, **streams)
+    assert trained.returncode == 0
+    run = next((tmp_path / "runs").iterdir())
+    assert summary(run)["stop_reason"] == "total_steps reached" and summary(run)["exit_code"] == 0
+    evaluated = subprocess.run([*cli_command("evaluate"), "--run", str(run), "--episodes", "1"], env=cli_env(),
+                               preexec_fn=_closing(*fds), timeout=120, **streams)
+    assert evaluated.returncode == 0
+    assert json.loads((run / "summary.json").read_text())["env_steps"] >= 2000
