@@ -105,9 +105,9 @@ def _next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path) -> str:
     doubled = None if more is None else config["trainer"][more] * 2
     budget = "" if more is None else f" --set trainer.{more}={doubled if isinstance(doubled, int) else f'{doubled:g}'}"
     saved = f"checkpoint: {checkpoint}" if checkpoint.is_file() else "checkpoint: none was written"
-    return "\n".join([saved, f"  evaluate it:    evaluate --run {run}",
-                      f"  see its curves: tensorboard --logdir {shlex.quote(str(run_dir.parent))}",
-                      f"  train on:       train --resume {run}{budget}"])
+    return "\n".join([saved, f"next: evaluate --run {run}",
+                      f"      tensorboard --logdir {shlex.quote(str(run_dir.parent))}",
+                      f"      train --resume {run}{budget}"])
 
 
 def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:

@@ -19,6 +19,11 @@ phase of a run acts on it where it can do so cleanly:
 - shutdown (workers stopping, the final checkpoint): later signals change
   nothing; stopping workers get `trainer.join_timeout_s`, then are terminated.
 
+SDL (pygame's rendering, for videos) takes SIGINT and SIGTERM when it starts
+wherever they still have their default action, turning them into an event
+nothing reads: installed first, these handlers stay (`evaluate --record`
+installs them before rendering for that reason).
+
 The terminal sends SIGINT and SIGHUP to the whole process group, workers
 included: workers are started with both blocked (`lifecycle.signals_blocked`)
 and ignore them from their first instruction on (`lifecycle.ignore_signals`),
@@ -28,7 +33,6 @@ The cost: one flag, read where a phase can stop.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 from typing import Any, Iterator
@@ -57,9 +61,6 @@ class StopSignals:
         self._raising = False
 
     def __enter__(self) -> "StopSignals":
-        # SDL (pygame's rendering, for videos) installs its own SIGINT and SIGTERM handlers when it starts unless
-        # told not to: they would turn a stop signal into an event nothing reads.
-        os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")
         if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._record) for s in STOP_SIGNALS}
         return self

@@ -25,10 +25,11 @@ def _summary(run_dir) -> dict:
     return _strict_json((run_dir / "summary.json").read_text())
 
 
-def _next_command(stdout: str, label: str) -> list[str]:
-    """The command printed after `label` in train's lines after the outcome, as argv."""
-    line = next(line for line in stdout.splitlines() if line.strip().startswith(label))
-    return shlex.split(line.split(":", 1)[1])
+def _next_commands(stdout: str) -> list[list[str]]:
+    """The commands train prints after 'next:' (one a line), each as argv."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("next: "))
+    return [shlex.split(line.removeprefix("next: ")) for line in lines[start:]]
 
 
 @pytest.mark.parametrize("value, shown", [(9.333333, "9.33"), (-1234.5, "-1230"), (475.0, "475"), (0.0, "0"),
@@ -52,11 +53,10 @@ def test_a_run_names_its_directory_after_its_env_and_says_what_to_do_next(tmp_pa
     outcome, *after = done.stdout.splitlines()
     assert outcome.startswith(f"{run}: total_steps reached; ") and " env steps, " in outcome
     assert after[0] == f"checkpoint: {run / 'checkpoints' / 'checkpoint.npz'}"
-    assert _next_command(done.stdout, "see its curves") == ["tensorboard", "--logdir", str(run.parent)]
-    evaluate = _next_command(done.stdout, "evaluate it")
+    evaluate, tensorboard, resume = _next_commands(done.stdout)
+    assert tensorboard == ["tensorboard", "--logdir", str(run.parent)]
     assert evaluate == ["evaluate", "--run", str(run)]
     assert run_cli(*evaluate, "--episodes", 1).returncode == 0
-    resume = _next_command(done.stdout, "train on")
     assert resume == ["train", "--resume", str(run), "--set", "trainer.total_steps=4000"]
     resumed = run_cli(*resume)
     assert resumed.returncode == 0, resumed.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from framework.train.checkpoint import load_checkpoint
 from run_configs import cartpole_config
-from train_cli import cli_command, cli_env, run_cli, start_cli, summary, train, write_config
+from train_cli import cli_command, run_cli, start_cli, summary, train, write_config
 
 ENDLESS = {"id": "fault_envs:EndlessCartPole-v0", "envs_per_worker": 2}
 """Episodes that never end: no termination, no time limit."""
@@ -37,21 +37,26 @@ def _wait_for_line(proc: subprocess.Popen, start: str, timeout: float = 60) -> N
     raise AssertionError(f"no line starting {start!r} within {timeout} s")
 
 
-def test_max_seconds_ends_a_run_whose_evaluation_never_ends(tmp_path):
+@pytest.mark.fault("21", "an env without a time limit whose episodes never end, evaluated every 0.3 s of a 2 s run",
+                   "the run ends at max_seconds (the periodic evaluation cut there), the final evaluation at eval_max_seconds")
+def test_max_seconds_ends_a_run_whose_evaluation_never_ends(tmp_path, watch):
     """The periodic evaluation stops at what is left of max_seconds (without, it ran its whole 5 s)."""
-    done, run = train(tmp_path, _endless_run(tmp_path, max_seconds=2, eval_max_seconds=5), timeout=60)
+    done, run = train(tmp_path, _endless_run(tmp_path, max_seconds=2, eval_max_seconds=5), timeout=60,
+                      env=watch.env())
     assert done.returncode == 0, done.stderr
     s = summary(run)
     assert s["stop_reason"] == "max_seconds reached" and s["wall_seconds"] < 4.5, s
     assert s["evaluation"]["episodes_cut"] == 1  # the final evaluation, cut at eval_max_seconds
 
 
+@pytest.mark.fault("21", "SIGTERM or SIGINT during an evaluation episode that never ends",
+                   "the run stops at once, final checkpoint written, exit 0")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_signal_cuts_an_evaluation_that_never_ends(tmp_path, signum):
+def test_a_stop_signal_cuts_an_evaluation_that_never_ends(tmp_path, watch, signum):
     """A stop signal during the periodic evaluation stops the run at once (without, the evaluation ran its 6 s
     first); the final checkpoint is written and the run exits 0."""
     config = write_config(tmp_path / "c.yaml", _endless_run(tmp_path, eval_max_seconds=6))
-    proc = start_cli("train", "--config", config, "--logdir", tmp_path / "runs")
+    proc = start_cli("train", "--config", config, "--logdir", tmp_path / "runs", env=watch.env())
     try:
         _wait_for_line(proc, "run directory: ")
         time.sleep(1.5)  # the first evaluation started at 0.3 s and runs until 6.3 s
@@ -75,6 +80,8 @@ def endless_run_dir(tmp_path_factory):
     return run
 
 
+@pytest.mark.fault("21", "evaluate of a run whose episodes never end",
+                   "episodes cut at trainer.eval_max_steps or --max-steps, and said so")
 def test_evaluate_cuts_episodes_at_the_step_bound(endless_run_dir):
     done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 2, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -84,6 +91,8 @@ def test_evaluate_cuts_episodes_at_the_step_bound(endless_run_dir):
     assert done.returncode == 0 and done.stdout.startswith("return over 2 greedy episodes: 50.0 ± 0 (2 cut"), done
 
 
+@pytest.mark.fault("19", "evaluate --max-steps 0",
+                   "exit 2, one line naming the argument and what is allowed")
 def test_evaluate_refuses_a_bad_step_bound(endless_run_dir):
     done = run_cli("evaluate", "--run", endless_run_dir, "--max-steps", 0)
     assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1
@@ -94,9 +103,10 @@ def _temp_files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
 
 
-def _start_recording(run: Path, target: Path) -> subprocess.Popen:
+def _start_recording(run: Path, target: Path, env: dict) -> subprocess.Popen:
     """evaluate --record of a long episode, returned once its temp file is being written."""
-    proc = start_cli("evaluate", "--run", run, "--episodes", 1, "--max-steps", 10**6, "--record", target)
+    target.parent.mkdir(exist_ok=True)
+    proc = start_cli("evaluate", "--run", run, "--episodes", 1, "--max-steps", 10**6, "--record", target, env=env)
     deadline = time.monotonic() + 60
     while not _temp_files(target.parent):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
@@ -105,10 +115,12 @@ def _start_recording(run: Path, target: Path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.fault("13", "SIGTERM, SIGHUP or SIGINT to evaluate --record while it renders (SDL running)",
+                   "exit 128 + the signal, one line, no file and no temp file")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_stop_signal_ends_a_recording_and_removes_its_temp_file(endless_run_dir, tmp_path, signum):
-    target = tmp_path / "agent.mp4"
-    proc = _start_recording(endless_run_dir, target)
+def test_a_stop_signal_ends_a_recording_and_removes_its_temp_file(endless_run_dir, tmp_path, watch, signum):
+    target = tmp_path / "videos" / "agent.mp4"
+    proc = _start_recording(endless_run_dir, target, watch.env())
     proc.send_signal(signum)
     try:
         out, err = proc.communicate(timeout=30)
@@ -116,37 +128,46 @@ def test_a_stop_signal_ends_a_recording_and_removes_its_temp_file(endless_run_di
         proc.kill()
     assert proc.returncode == 128 + signum, err
     assert err == f"evaluate: stopped by {signal.Signals(signum).name}; nothing was written\n" and out == ""
-    assert list(tmp_path.iterdir()) == []
+    assert list(target.parent.iterdir()) == []
 
 
-def test_a_recording_removes_the_temp_file_of_one_killed_before_it(endless_run_dir, tmp_path):
-    target = tmp_path / "agent.gif"
-    proc = _start_recording(endless_run_dir, target)
+@pytest.mark.fault("15", "SIGKILL of evaluate --record mid-recording",
+                   "the next recording of the same file removes the temp file left")
+def test_a_recording_removes_the_temp_file_of_one_killed_before_it(endless_run_dir, tmp_path, watch):
+    target = tmp_path / "videos" / "agent.gif"
+    proc = _start_recording(endless_run_dir, target, watch.env())
     proc.kill()
     proc.communicate()
-    assert len(_temp_files(tmp_path)) == 1  # SIGKILL leaves it
-    done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 1, "--max-steps", 5, "--record", target)
+    assert len(_temp_files(target.parent)) == 1  # SIGKILL leaves it
+    done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 1, "--max-steps", 5, "--record", target,
+                   env=watch.env())
     assert done.returncode == 0, done.stderr
-    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+    assert [p.name for p in target.parent.iterdir()] == [target.name]
 
 
-def test_a_recording_keeps_the_temp_file_of_a_live_one(endless_run_dir, tmp_path):
-    target = tmp_path / "agent.gif"
-    proc = _start_recording(endless_run_dir, target)
+@pytest.mark.fault("15", "a second recording of a file being recorded",
+                   "the live recording's temp file is kept (it is locked)")
+def test_a_recording_keeps_the_temp_file_of_a_live_one(endless_run_dir, tmp_path, watch):
+    target = tmp_path / "videos" / "agent.gif"
+    proc = _start_recording(endless_run_dir, target, watch.env())
     try:
-        live = _temp_files(tmp_path)
-        done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 1, "--max-steps", 5, "--record", target)
+        live = _temp_files(target.parent)
+        done = run_cli("evaluate", "--run", endless_run_dir, "--episodes", 1, "--max-steps", 5, "--record", target,
+                   env=watch.env())
         assert done.returncode == 0, done.stderr
-        assert _temp_files(tmp_path) == live  # still being written
+        assert _temp_files(target.parent) == live  # still being written
     finally:
         proc.kill()
         proc.communicate()
 
 
+@pytest.mark.fault("22", "an env calling os._exit(0) or os._exit(3) in every worker",
+                   "the run fails (exit 1) naming the rank and the exit code")
 @pytest.mark.parametrize("code", [0, 3])
-def test_a_worker_that_exits_before_it_was_told_to_stop_fails_the_run(tmp_path, code):
+def test_a_worker_that_exits_before_it_was_told_to_stop_fails_the_run(tmp_path, watch, code):
     done, run = train(tmp_path, cartpole_config(total_steps=10**9, env={"id": "fault_envs:ExitingCartPole-v0",
-                                                                        "kwargs": {"code": code}}))
+                                                                        "kwargs": {"code": code}}),
+                      env=watch.env())
     assert done.returncode == 1
     s = summary(run)
     assert s["stop_reason"] == "worker failure", s
@@ -155,19 +176,22 @@ def test_a_worker_that_exits_before_it_was_told_to_stop_fails_the_run(tmp_path, 
     assert re.search(rf"^stopping the run \(on_worker_failure: abort\): worker [01] {how}$", done.stderr, re.M)
 
 
-def test_a_worker_that_exits_with_code_0_is_restarted_under_restart(tmp_path):
+@pytest.mark.fault("22", "an env calling os._exit(0) under on_worker_failure: restart",
+                   "restarted up to max_restarts, then the run fails")
+def test_a_worker_that_exits_with_code_0_is_restarted_under_restart(tmp_path, watch):
     done, run = train(tmp_path, cartpole_config(total_steps=10**9, env={"id": "fault_envs:ExitingCartPole-v0"},
-                                                trainer={"on_worker_failure": "restart", "max_restarts": 3}))
+                                                trainer={"on_worker_failure": "restart", "max_restarts": 3}),
+                      env=watch.env())
     assert done.returncode == 1
     s = summary(run)
     assert s["worker_restarts"] == 3 and s["stop_reason"] == "worker failure", s
     assert "restarting worker" in done.stderr and "max_restarts (3) used up" in done.stderr, done.stderr
 
 
-def test_workers_that_would_not_fit_in_memory_are_refused_before_anything_starts(tmp_path):
-    env = cli_env()
-    env["HOGSHARE_WORKER_BYTES"] = str(10**13)  # 10 TB a worker
-    done, run = train(tmp_path, cartpole_config(), env=env)
+@pytest.mark.fault("14", "workers whose own memory exceeds what the machine has (HOGSHARE_WORKER_BYTES = 10 TB)",
+                   "exit 2, one line naming trainer.workers and the room, no run directory")
+def test_workers_that_would_not_fit_in_memory_are_refused_before_anything_starts(tmp_path, watch):
+    done, run = train(tmp_path, cartpole_config(), env=watch.env(HOGSHARE_WORKER_BYTES=str(10**13)))  # 10 TB each
     assert done.returncode == 2 and run is None and not (tmp_path / "runs").exists()
     assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
     assert re.fullmatch(r"train: error: config key 'trainer.workers': got 2, whose processes need about .* of memory "
@@ -175,9 +199,12 @@ def test_workers_that_would_not_fit_in_memory_are_refused_before_anything_starts
                         done.stderr), done.stderr
 
 
-def test_starting_workers_counts_against_max_seconds(tmp_path):
+@pytest.mark.fault("14", "max_seconds spent while 8 workers start",
+                   "no further worker started, the run ends cleanly (exit 0, max_seconds reached)")
+def test_starting_workers_counts_against_max_seconds(tmp_path, watch):
     """A budget spent while workers start ends the run cleanly with the workers started so far."""
-    done, run = train(tmp_path, cartpole_config(total_steps=10**9, max_seconds=0.001, trainer={"workers": 8}))
+    done, run = train(tmp_path, cartpole_config(total_steps=10**9, max_seconds=0.001, trainer={"workers": 8}),
+                      env=watch.env())
     assert done.returncode == 0, done.stderr
     s = summary(run)
     assert s["stop_reason"] == "max_seconds reached", s
@@ -189,16 +216,18 @@ def _closing(*fds: int):
     return lambda: [os.close(fd) for fd in fds]
 
 
+@pytest.mark.fault("23", "train and evaluate started with stdout, stderr or both closed",
+                   "both run normally (exit 0, summary written)")
 @pytest.mark.parametrize("fds", [(1,), (2,), (1, 2)])
-def test_train_and_evaluate_work_with_stdout_or_stderr_closed(tmp_path, fds):
+def test_train_and_evaluate_work_with_stdout_or_stderr_closed(tmp_path, watch, fds):
     config = write_config(tmp_path / "c.yaml", cartpole_config(total_steps=2000))
     streams = {name: subprocess.DEVNULL for fd, name in ((1, "stdout"), (2, "stderr")) if fd not in fds}
     trained = subprocess.run([*cli_command("train"), "--config", str(config), "--logdir", str(tmp_path / "runs")],
-                             env=cli_env(), preexec_fn=_closing(*fds), timeout=120, **streams)
+                             env=watch.env(), preexec_fn=_closing(*fds), timeout=120, **streams)
     assert trained.returncode == 0
     run = next((tmp_path / "runs").iterdir())
     assert summary(run)["stop_reason"] == "total_steps reached" and summary(run)["exit_code"] == 0
-    evaluated = subprocess.run([*cli_command("evaluate"), "--run", str(run), "--episodes", "1"], env=cli_env(),
+    evaluated = subprocess.run([*cli_command("evaluate"), "--run", str(run), "--episodes", "1"], env=watch.env(),
                                preexec_fn=_closing(*fds), timeout=120, **streams)
     assert evaluated.returncode == 0
     assert json.loads((run / "summary.json").read_text())["env_steps"] >= 2000
