@@ -41,11 +41,12 @@ def reopen_closed_streams() -> None:
 
 
 class Output:
-    """A text stream whose writes stop, silently, once its terminal or pipe has gone away."""
+    """A text stream whose writes stop, silently, once its terminal or pipe has gone away (or that never had one:
+    None)."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextIO | None):
         self._stream = stream
-        self.lost = False
+        self.lost = stream is None  # Python's sys.stderr of a process started with it closed
 
     def write(self, text: str) -> int:
         if not self.lost:

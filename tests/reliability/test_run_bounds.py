@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -231,3 +232,16 @@ def test_train_and_evaluate_work_with_stdout_or_stderr_closed(tmp_path, watch, f
                                preexec_fn=_closing(*fds), timeout=120, **streams)
     assert evaluated.returncode == 0
     assert json.loads((run / "summary.json").read_text())["env_steps"] >= 2000
+
+
+@pytest.mark.fault("23", "a Trainer run from Python in a process started with stderr closed",
+                   "it trains and ends normally (its lines dropped)")
+def test_a_trainer_runs_from_python_with_stderr_closed(tmp_path, watch):
+    config = cartpole_config(total_steps=1000, logging={"logdir": str(tmp_path / "runs"), "progress": True})
+    script = ("import sys, json; from framework.train.config import validate; from framework.train.trainer import "
+              f"Trainer; result = Trainer(validate(json.loads({json.dumps(json.dumps(config))}))).run(); "
+              "sys.exit(result.exit_code)")
+    done = subprocess.run([sys.executable, "-c", script], env=watch.env(), preexec_fn=_closing(2), timeout=120,
+                          stdout=subprocess.DEVNULL)
+    assert done.returncode == 0
+    assert summary(next((tmp_path / "runs").iterdir()))["stop_reason"] == "total_steps reached"
