@@ -12,7 +12,8 @@ algorithm owns the model, the worker loop and evaluation:
   the process has `ctx.device` current, the shared model lives there and
   observations or batches move there (`framework.device.to_device`),
 - `evaluate(model, config, episodes, seed)`, used by `evaluate --run` and, every
-  `trainer.eval_every_s`, by the monitor (logged under `eval/`); an evaluation
+  `trainer.eval_every_s`, by the monitor (logged under `eval/`); episodes are
+  bounded in steps and time (`EvaluationBounds`); an evaluation
   may stop the run (`Evaluation.stop`), and with `evaluate_at_end` the last
   one goes into summary.json as `evaluation`,
 - `scalars(model, config)`: extra numbers about the shared model, logged with
@@ -26,8 +27,9 @@ algorithm owns the model, the worker loop and evaluation:
 from __future__ import annotations
 
 import abc
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
@@ -36,6 +38,8 @@ from framework.train.run_stats import WorkerStats
 from framework.train.schema import Field
 
 Config = dict[str, Any]
+
+T = TypeVar("T")
 
 FrameSink = Callable[[np.ndarray], bool]
 """Takes one rgb frame (height, width, 3) uint8 of a recording; returns False when it takes no more."""
@@ -83,6 +87,29 @@ class Evaluation:
     """Set when the algorithm's own target was reached: the run stops with this as its stop reason."""
 
 
+@dataclass(frozen=True)
+class EvaluationBounds:
+    """How far an evaluation goes: `max_steps` steps of each episode, `max_seconds` for the episodes played
+    together (each one, where they are played one after another: a recording) (`trainer.eval_max_steps`,
+    `trainer.eval_max_seconds`). An episode that never ends (an environment without a time limit) is cut there
+    and counts its return so far."""
+
+    max_steps: int
+    max_seconds: float
+
+    @classmethod
+    def of(cls, config: Config) -> "EvaluationBounds":
+        return cls(config["trainer"]["eval_max_steps"], config["trainer"]["eval_max_seconds"])
+
+    def steps(self, stepping: Iterator[T]) -> Iterator[T]:
+        """stepping's items until max_steps were taken or max_seconds have passed (the loop then ends early)."""
+        deadline = time.monotonic() + self.max_seconds
+        for taken, item in enumerate(stepping, 1):
+            yield item
+            if taken >= self.max_steps or time.monotonic() >= deadline:
+                return
+
+
 class Algorithm(abc.ABC):
     """A training algorithm the trainer can run; subclasses set the class attributes and the abstract methods."""
 
@@ -92,8 +119,9 @@ class Algorithm(abc.ABC):
     sections: Mapping[str, Any] = {}
     """Config sections this algorithm owns (e.g. `env`, `model`, `dataset`) and keys it adds to the core ones
     (e.g. `trainer.target_return`), as schema mappings merged into the core schema."""
-    experiment: str = "run"
-    """The default `experiment` (the run directory's prefix)."""
+    units: tuple[str, str] = ("env steps", "episodes")
+    """What the run's step and episode counts are, as train's last line and progress bar name them (see
+    `episodes_done`)."""
     hparams: tuple[str, ...] = ("optimizer.name", "optimizer.lr", "trainer.workers")
     """The default `logging.hparams`: config keys recorded as TensorBoard hparams."""
     metrics: tuple[str, ...] = ()
@@ -107,6 +135,14 @@ class Algorithm(abc.ABC):
 
     def check_config(self, config: Config) -> None:
         """Cross-key checks beyond the schema; raise ConfigError. Default: none."""
+
+    def default_experiment(self, config: Config) -> str:
+        """The `experiment` of a config that sets none (the run directory's prefix): what it trains on."""
+        return self.name
+
+    def episodes_done(self, config: Config, steps: int, episodes: int) -> float:
+        """The run's count in `units[1]` after `steps` steps and `episodes` episodes. Default: the episodes."""
+        return episodes
 
     def window(self, config: Config) -> int:
         """Episodes in the window of recent returns (logged, in summary.json, and the stopping criterion)."""

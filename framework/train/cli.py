@@ -2,7 +2,7 @@
 
     train --config PATH [--set key.path=value ...] [--logdir DIR] [--resume RUN_DIR]
     train --env ID [--set key.path=value ...] [--logdir DIR]
-    evaluate --run RUN_DIR [--episodes N] [--seed S] [--record FILE.gif|FILE.mp4]
+    evaluate --run RUN_DIR [--episodes N] [--seed S] [--max-steps N] [--max-seconds S] [--record FILE.gif|FILE.mp4]
     evaluate --run RUN_DIR --export FILE.safetensors
 
 A bad argument, config or checkpoint, or a run refused at start-up (no room),
@@ -14,22 +14,26 @@ a stop signal before the run started, with 128 + its number (see
 from __future__ import annotations
 
 import argparse
+import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from framework import algorithms
-from framework.algorithms.base import Evaluation, FrameSink
+from framework.algorithms.base import Algorithm, Evaluation, FrameSink
 from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
-from framework.train.config import (MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config, read_yaml,
-                                    string_override, validate)
-from framework.train.progress import Output
+from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config,
+                                    read_yaml, string_override, validate)
+from framework.train.formatting import significant
+from framework.train.progress import Output, reopen_closed_streams
 from framework.train.resume import check_changes
 from framework.train.run_dir import run_config_file
 from framework.train.schema import one_line, printable, short_repr
 from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
+from sharing.room import format_bytes
 
 MAX_SEED = 2**31 - 1
 MAX_OVERRIDES = 1000
@@ -57,22 +61,42 @@ def _fail(command: str, message: str) -> None:
     print(f"{command}: {printable(one_line(message), limit=MAX_MESSAGE)}", file=Output(sys.stderr), flush=True)
 
 
-def _outcome(s: dict) -> str:
-    """The last line of `train`: why it stopped, the counters, and the return or the final evaluation."""
-    line = (f"{s['stop_reason']}; {s['env_steps']} env steps, {s['updates']} updates, {s['episodes']} episodes "
-            f"in {s['wall_seconds']:.1f} s ({s['steps_per_second']:,.0f} steps/s)")
+def _outcome(s: dict, algorithm: Algorithm, config: dict) -> str:
+    """The outcome line of `train`: why it stopped, the counts (in the algorithm's units), and the return or the
+    final evaluation (3 significant figures)."""
+    steps_unit, episodes_unit = algorithm.units
+    done = algorithm.episodes_done(config, s["env_steps"], s["episodes"])
+    line = (f"{s['stop_reason']}; {s['env_steps']} {steps_unit}, {s['updates']} updates, "
+            f"{done if isinstance(done, int) else significant(done)} {episodes_unit} "
+            f"in {s['wall_seconds']:.1f} s ({s['steps_per_second']:,.0f} {steps_unit}/s)")
     if s["episodes"] == 0 and s.get("evaluation"):
-        return line + "; final evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in s["evaluation"].items())
-    mean = "n/a" if s["mean_return"] is None else f"{s['mean_return']:.1f}"
+        return line + "; final evaluation: " + ", ".join(f"{k} {significant(v)}" for k, v in s["evaluation"].items())
     solved = ("not set" if s["target_return"] is None else "not reached" if s["solved_at_seconds"] is None
-              else f"{s['target_return']:g} reached at {s['solved_at_seconds']:.1f} s")
-    return line + f"; mean return {mean} over the last {s['target_window']} episodes; target {solved}"
+              else f"{significant(s['target_return'])} reached at {s['solved_at_seconds']:.1f} s")
+    return (line + f"; mean return {significant(s['mean_return'])} over the last {s['target_window']} episodes; "
+            f"target {solved}")
+
+
+def _next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path) -> str:
+    """The lines after the outcome: where the checkpoint is and the commands that use the run next (a resume that
+    would stop at once raises the budget that stopped it, to twice its value)."""
+    run = shlex.quote(str(run_dir))
+    more = {"total_steps reached": "total_steps", "max_seconds reached": "max_seconds"}.get(s["stop_reason"])
+    doubled = None if more is None else config["trainer"][more] * 2
+    budget = "" if more is None else f" --set trainer.{more}={doubled if isinstance(doubled, int) else f'{doubled:g}'}"
+    saved = f"checkpoint: {checkpoint}" if checkpoint.is_file() else "checkpoint: none was written"
+    return "\n".join([saved, f"next: evaluate --run {run}",
+                      f"      tensorboard --logdir {shlex.quote(str(run_dir.parent))}",
+                      f"      train --resume {run}{budget}"])
 
 
 def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:
-    """video.write_video(path, play); ConfigError when path cannot be written (a missing or read-only directory)."""
+    """video.write_video(path, play), its result's text followed by what was written; ConfigError when path cannot
+    be written (a missing or read-only directory)."""
     try:
-        return video.write_video(path, play)
+        result, frames = video.write_video(path, play)
+        return Evaluation(result.metrics, f"{result.text}\nwrote {path}: {frames} frames at {video.FPS} a second, "
+                                          f"{format_bytes(path.stat().st_size)}", result.stop)
     except OSError as exc:
         raise ConfigError(f"--record: cannot write '{printable(str(path))}' ({exc.strerror or exc}); allowed: "
                           f"a file in a writable directory") from None
@@ -92,6 +116,7 @@ def _new_run_config(path: str | None, env_id: str | None, overrides: list[str]) 
 
 def train_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `train`; returns the exit code."""
+    reopen_closed_streams()
     parser = _Parser(prog="train", description="Train with asynchronous workers on a shared model.")
     parser.add_argument("--config", type=_path, help="YAML experiment config (e.g. configs/a3c.yaml)")
     parser.add_argument("--env", metavar="ID",
@@ -104,7 +129,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", type=_path, metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its checkpoint")
     with StopSignals() as signals:
-        from framework.train.trainer import Trainer  # the bulk of the imports, done with stop signals recorded
+        from framework.train.trainer import Trainer, checkpoint_path  # the bulk of the imports, with signals recorded
         args = parser.parse_args(argv)
         if args.resume is not None and args.env is not None:
             parser.error("--env applies to new runs only; a resumed run keeps its environment")
@@ -133,17 +158,25 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         except Interrupted as exc:
             _fail("train", str(exc))
             return 128 + exc.signum
-    print(f"{trainer.run_dir}: {_outcome(result.summary)}", file=Output(sys.stdout), flush=True)
+    summary = result.summary
+    print(f"{trainer.run_dir}: {_outcome(summary, trainer.algorithm, trainer.config)}\n"
+          f"{_next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir))}",
+          file=Output(sys.stdout), flush=True)
     return result.exit_code
 
 
 def evaluate_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `evaluate`: loads a run's checkpoint and evaluates it; returns the exit code."""
+    reopen_closed_streams()
     parser = _Parser(prog="evaluate", description="Evaluate the checkpoint of a training run.")
     parser.add_argument("--run", type=_path, required=True, metavar="RUN_DIR", help="a run directory made by train")
     parser.add_argument("--episodes", type=int, default=10,
                         help=f"number of greedy episodes, 1 to {MAX_EVAL_EPISODES} (default 10)")
     parser.add_argument("--seed", type=int, default=12345, help=f"seed of the evaluation environments, 0 to {MAX_SEED}")
+    parser.add_argument("--max-steps", type=int, metavar="N",
+                        help="cut each episode after N steps (default: the run's trainer.eval_max_steps)")
+    parser.add_argument("--max-seconds", type=float, metavar="S",
+                        help="cut the episodes after S seconds (default: the run's trainer.eval_max_seconds)")
     parser.add_argument("--record", type=_path, metavar="FILE",
                         help="write the episodes, played one after another, as a video: an animated GIF (.gif) or "
                              "an MP4 (.mp4); needs the 'video' extra")
@@ -158,6 +191,14 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
                      f"{MAX_EVAL_EPISODES}")
     if not 0 <= args.seed <= MAX_SEED:
         parser.error(f"argument --seed: got {short_repr(args.seed)}; allowed: an integer from 0 to {MAX_SEED}")
+    bounds = {"eval_max_steps": args.max_steps, "eval_max_seconds": args.max_seconds}
+    for key, value in bounds.items():
+        if value is not None:  # checked as the config key it sets
+            try:
+                CORE_SCHEMA["trainer"][key].validate(key, value)
+            except ConfigError as exc:
+                parser.error(f"argument --{key[5:].replace('_', '-')}: got {short_repr(value)}; allowed: "
+                             f"{str(exc).split('allowed: ', 1)[1]}")
     record = None if args.record is None else Path(args.record)
     if record is not None and record.suffix.lower() not in video.SUFFIXES:
         parser.error(f"argument --record: got {printable(repr(args.record))}; allowed: a file name ending in "
@@ -176,20 +217,23 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
                                     f"(read it with safetensors.torch.load_file)")
         else:
             config, algorithm, model = load_trained(run_dir)
+            config["trainer"].update({key: value for key, value in bounds.items() if value is not None})
             if record is not None and not algorithm.can_record():
                 raise ConfigError(f"--record: run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, "
                                   f"which has no environment to record; allowed: runs of an algorithm with one "
                                   f"({', '.join(n for n in algorithms.names() if algorithms.get(n).can_record())})")
-            if record is None:
-                result = algorithm.evaluate(model, config, args.episodes, args.seed)
-            else:
-                result = _record(record,
-                                 lambda frames: algorithm.record(model, config, args.episodes, args.seed, frames))
+            with StopSignals() as signals, signals.raising():  # a recording's temp file goes with the play it cuts
+                if record is None:
+                    result = algorithm.evaluate(model, config, args.episodes, args.seed)
+                else:
+                    result = _record(record,
+                                     lambda frames: algorithm.record(model, config, args.episodes, args.seed, frames))
     except (ConfigError, CheckpointError) as exc:
         _fail("evaluate", f"error: {exc}")
         return 2
-    except KeyboardInterrupt:
-        _fail("evaluate", "stopped by SIGINT")
-        return 130
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        _fail("evaluate", f"stopped by {signal.Signals(signum).name}" + ("; nothing was written" if record else ""))
+        return 128 + signum
     print(result.text, file=Output(sys.stdout), flush=True)
     return 0

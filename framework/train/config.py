@@ -9,8 +9,8 @@ The core schema holds what every run has: experiment, seed, optimizer,
 trainer, logging. The algorithm a config names (`algorithm.name`, see
 `framework.algorithms`) brings its own sections (`env` and `model` for A3C,
 `dataset` for Hogwild), its `algorithm` keys, keys it adds to core sections
-(A3C's `trainer.target_return`) and the defaults it prefers (`experiment`,
-`logging.hparams`).
+(A3C's `trainer.target_return`) and the defaults it prefers (`logging.hparams`,
+and `experiment`, named after what it trains on: a3c-cartpole-v1).
 """
 from __future__ import annotations
 
@@ -42,6 +42,13 @@ def _check_name(value: str) -> str | None:
     if len(value) <= MAX_NAME and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
         return None
     return f"a name of letters, digits, '.', '_' and '-', at most {MAX_NAME} (it prefixes the run directory)"
+
+
+def experiment_name(text: str) -> str:
+    """text made a valid `experiment`: lower case, every run of other characters than letters, digits, '.', '_'
+    and '-' one '-' (ALE/Pong-v5 -> ale-pong-v5), at most MAX_NAME characters."""
+    name = re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-._")[:MAX_NAME]
+    return name or "run"
 
 
 def _check_address(value: str) -> str | None:
@@ -92,6 +99,8 @@ CORE_SCHEMA: dict[str, Any] = {
         "checkpoint_every_s": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS),
         "eval_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS),
         "eval_episodes": Field("int", 10, low=1, high=MAX_EVAL_EPISODES),
+        "eval_max_steps": Field("int", 100_000, low=1, high=MAX_STEPS),
+        "eval_max_seconds": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS),
         "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=MAX_JOIN_TIMEOUT_S),
         "compile": Field("bool", True),
         "ray": {
@@ -138,7 +147,7 @@ def full_schema(algorithm_name: str) -> dict[str, Any]:
     """
     algo = algorithms.get(algorithm_name)
     merged = merge_schemas(CORE_SCHEMA, algo.sections)
-    schema: dict[str, Any] = {"experiment": Field("str", algo.experiment, check=_check_name),
+    schema: dict[str, Any] = {"experiment": Field("str", algo.name, check=_check_name),
                               "seed": merged.pop("seed")}
     del merged["experiment"]
     schema.update({name: spec for name, spec in merged.items() if name not in CORE_SCHEMA})
@@ -180,6 +189,8 @@ def validate(raw: Any) -> Config:
     name = _algorithm_name(raw)
     config = validate_section(full_schema(name), drop_legacy_keys(raw))
     algorithms.get(name).check_config(config)
+    if "experiment" not in raw:  # named after what it trains on (config.yaml keeps the name: resumes keep it)
+        config["experiment"] = experiment_name(algorithms.get(name).default_experiment(config))
     _check_combinations(config)
     return config
 

@@ -21,16 +21,19 @@ starts from the same state) in an environment that renders, up to
 steps>.gif and TensorBoard. Meanwhile the monitor neither logs nor checks
 its stop conditions (the workers train on): a 500-step CartPole episode takes
 about 5 s, so the next video is due `video_every_s` after the last one ended.
+An evaluation or a video is bounded (`trainer.eval_max_steps` steps an
+episode, `trainer.eval_max_seconds`, and, but for the final ones, what is left
+of `max_seconds`), and a stop signal cuts a periodic one at once.
 """
 from __future__ import annotations
 
 import collections
-import json
+import contextlib
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, ContextManager, TextIO
 
 import numpy as np
 
@@ -39,9 +42,11 @@ from framework.device import to_host
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
 from framework.train.checkpoint import CheckpointError, save_checkpoint
 from framework.train.config import get_path
+from framework.train.formatting import finite_json
 from framework.train.progress import Progress
 from framework.train.run_dir import write_atomically
 from framework.train.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
+from framework.train.stop_signals import Interrupted
 from framework.train.video import GifFrames
 
 _POLL_S = 0.05
@@ -124,7 +129,8 @@ class Monitor:
 
     def __init__(self, launch: Launch, pool: Backend, run: RunState, writer: Any,
                  checkpoint_file: Path, summary_file: Path, videos_dir: Path, *, say: Callable[[str], None],
-                 stop_signal: Callable[[], int | None], progress_stream: TextIO | None = None):
+                 stop_signal: Callable[[], int | None], progress_stream: TextIO | None = None,
+                 interruptible: Callable[[], ContextManager[None]] = contextlib.nullcontext):
         self.launch, self.pool = launch, pool
         self.algorithm = launch.algorithm
         self.cfg = launch.config
@@ -133,6 +139,7 @@ class Monitor:
         self.writer = writer
         self.checkpoint_file, self.summary_file, self.videos_dir = checkpoint_file, summary_file, videos_dir
         self.say, self.stop_signal, self.progress_stream = say, stop_signal, progress_stream
+        self.interruptible = interruptible
         self.target_return = self.algorithm.target_return(self.cfg)
         # Episodes already counted (a resumed run's restored total): their ring slots hold no returns.
         self.seen = self.stats.snapshot().counters[:, EPISODES].astype(np.int64)
@@ -153,8 +160,10 @@ class Monitor:
         pool = self.pool
         start = self.start = time.monotonic()
         first = self.stats.snapshot()
-        progress = Progress(tcfg["total_steps"], first.total(STEPS),
-                            enabled=self.cfg["logging"]["progress"], stream=self.progress_stream)
+        progress = Progress(tcfg["total_steps"], first.total(STEPS), enabled=self.cfg["logging"]["progress"],
+                            stream=self.progress_stream, max_seconds=tcfg["max_seconds"],
+                            initial_seconds=self.wall(start), unit=self.algorithm.units[0],
+                            show_return=self.algorithm.units[1] == "episodes")
         last_log = first
         last_log_time = last_ckpt = last_eval = last_video = start
         video_every_s = self.cfg["logging"]["video_every_s"]
@@ -182,7 +191,7 @@ class Monitor:
                 if video_every_s > 0 and now - last_video >= video_every_s:
                     self._record_video(snap)
                     last_video = time.monotonic()
-                progress.update(snap.total(STEPS), snap.total(UPDATES), self.run_state.mean_return())
+                progress.update(snap.total(STEPS), snap.total(UPDATES), self.run_state.mean_return(), self.wall(now))
         finally:
             exits = pool.stop(tcfg["join_timeout_s"])
             progress.close()
@@ -206,7 +215,7 @@ class Monitor:
         exit_code = 1 if (self.failed or self.checkpoint_failed or final_evaluation_failed) else 0
         summary["exit_code"] = exit_code
         try:
-            text = (json.dumps(summary, indent=2) + "\n").encode()
+            text = (finite_json(summary) + "\n").encode()
             write_atomically(self.summary_file, lambda f: f.write(text))
         except OSError as exc:
             self.say(f"could not write '{self.summary_file}': {exc.strerror or exc}")
@@ -221,9 +230,11 @@ class Monitor:
 
     # -- decisions --------------------------------------------------------------------------
     def _start_workers(self, pool: Backend) -> str | None:
-        """Start the workers, no further one once a stop signal came; a failure to start one stops the run."""
+        """Start the workers, no further one once a stop signal came or max_seconds are spent (starting a
+        thousand takes minutes on two cores); a failure to start one stops the run."""
         try:
-            pool.start(cancelled=lambda: self.stop_signal() is not None)
+            pool.start(cancelled=lambda: (self.stop_signal() is not None
+                                          or self.wall(time.monotonic()) >= self.tcfg["max_seconds"]))
         except OSError as exc:
             self.failed = f"a worker could not be started: {exc.strerror or exc}"
             self.say(f"stopping the run: {self.failed}")
@@ -333,10 +344,22 @@ class Monitor:
             self.writer.histogram(f"params/{name}", values, snap.total(STEPS))
         return updates
 
+    def _bounded_config(self, final: bool) -> dict[str, Any]:
+        """The config an evaluation or video plays under: a periodic one ends by the end of max_seconds too."""
+        if final:
+            return self.cfg
+        left = max(self.tcfg["max_seconds"] - self.wall(time.monotonic()), 1e-3)
+        return {**self.cfg, "trainer": {**self.tcfg, "eval_max_seconds": min(self.tcfg["eval_max_seconds"], left)}}
+
     def _evaluate(self, snap: Any, final: bool = False) -> Evaluation | None:
-        """Evaluate the shared model and log it; None when the evaluation raised (reported, training goes on)."""
+        """Evaluate the shared model and log it; None when the evaluation raised (reported, training goes on) or
+        a stop signal cut it (a periodic one: the run then stops)."""
         try:
-            result = self.algorithm.evaluate(self.model, self.cfg, self.tcfg["eval_episodes"], self.cfg["seed"])
+            with contextlib.nullcontext() if final else self.interruptible():
+                result = self.algorithm.evaluate(self.model, self._bounded_config(final), self.tcfg["eval_episodes"],
+                                                 self.cfg["seed"])
+        except Interrupted:
+            return None
         except Exception as exc:  # an environment that raises, no memory for the test set: the run's own problem
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             if final or message != self.evaluation_error:
@@ -357,10 +380,13 @@ class Monitor:
         steps = snap.total(STEPS)
         frames = GifFrames(self.cfg["logging"]["video_max_frames"])
         try:
-            self.algorithm.record(self.model, self.cfg, 1, self.cfg["seed"], frames.add)
+            with contextlib.nullcontext() if final else self.interruptible():
+                self.algorithm.record(self.model, self._bounded_config(final), 1, self.cfg["seed"], frames.add)
             gif = frames.gif()
             self.videos_dir.mkdir(exist_ok=True)
             write_atomically(self.videos_dir / f"step-{steps}.gif", lambda f: f.write(gif))
+        except Interrupted:
+            return
         except Exception as exc:  # an environment that raises, a full disk: the run's own problem
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             if final or message != self.video_error:

@@ -9,9 +9,10 @@ cleared of the temp files a killed run left.
   process: a second `train --resume` of a run that is training is refused
   instead of writing into it. The kernel drops the lock however the process
   ends, and nothing is written to take it.
-- `write_atomically` writes beside the final name, syncs, renames over it and
-  syncs the directory: a reader finds the old file or the new one, never a
-  part of one (checkpoints, config.yaml, summary.json).
+- `write_atomically` writes beside the final name (a temp file it holds an
+  flock on while writing), syncs, renames over it and syncs the directory: a
+  reader finds the old file or the new one, never a part of one
+  (checkpoints, config.yaml, summary.json, recordings).
 - `run_config_file` finds a run directory's config.yaml, refusing a path
   that is not a directory made by train (`evaluate`, `--resume`, `load_policy`).
 - `remove_leftovers` deletes the temp files of writes cut short by SIGKILL.
@@ -103,6 +104,7 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held while it is written: is_locked tells a live write from a killed one
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -120,6 +122,21 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def is_locked(path: Path) -> bool:
+    """Whether a live process holds the lock of a temp file of write_atomically (the kernel drops a killed one's)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def remove_leftovers(run_dir: Path) -> list[str]:

@@ -54,6 +54,11 @@ class RunStats:
         """Ask every worker to finish its current update and return."""
         self.control[_STOP] = 1
 
+    def stop_told(self) -> bool:
+        """Whether the workers were told to stop (what `WorkerStats.should_stop` tells them): asked by the monitor,
+        or the run's steps at the budget. A worker that returns before it was told has failed."""
+        return bool(self.control[_STOP]) or int(self.counters[:, STEPS].sum()) >= self.control[_BUDGET]
+
     def snapshot(self) -> "StatsSnapshot":
         """Copies of the counters and metric sums at this moment, each row between two updates.
 

@@ -13,9 +13,16 @@ phase of a run acts on it where it can do so cleanly:
 - worker start: no further worker is started, then as in training;
 - training: the workers finish their update, the final checkpoint and
   summary are written, exit code 0; the run can be resumed;
+- an evaluation or a video of the monitor (`raising`): cut where it is
+  (it writes nothing that outlives it), then as in training;
 - a checkpoint being written: the write is never cut short; then as in training;
 - shutdown (workers stopping, the final checkpoint): later signals change
   nothing; stopping workers get `trainer.join_timeout_s`, then are terminated.
+
+SDL (pygame's rendering, for videos) takes SIGINT and SIGTERM when it starts
+wherever they still have their default action, turning them into an event
+nothing reads: installed first, these handlers stay (`evaluate --record`
+installs them before rendering for that reason).
 
 The terminal sends SIGINT and SIGHUP to the whole process group, workers
 included: workers are started with both blocked (`lifecycle.signals_blocked`)
@@ -25,20 +32,23 @@ The cost: one flag, read where a phase can stop.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WORKER_IGNORED = (signal.SIGINT, signal.SIGHUP)
 """Signals a terminal sends to a whole process group: the main process decides for its workers."""
 
 
-class Interrupted(Exception):
-    """A stop signal arrived before the run directory existed: the start is abandoned, nothing was written."""
+class Interrupted(BaseException):
+    """A stop signal arrived before the run directory existed (the start is abandoned, nothing was written), or
+    during work that `StopSignals.raising` lets it cut. A BaseException, as KeyboardInterrupt: code that handles
+    failures (`except Exception`) lets it through."""
 
-    def __init__(self, signum: int):
-        super().__init__(f"stopped by {signal.Signals(signum).name} before the run started; nothing was written")
+    def __init__(self, signum: int, when: str = "before the run started; nothing was written"):
+        super().__init__(f"stopped by {signal.Signals(signum).name} {when}".rstrip())
         self.signum = signum
 
 
@@ -48,6 +58,7 @@ class StopSignals:
     def __init__(self) -> None:
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
+        self._raising = False
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
@@ -62,6 +73,20 @@ class StopSignals:
     def _record(self, signum: int, frame: Any) -> None:
         if self.received is None:
             self.received = signum
+        if self._raising:
+            self._raising = False  # raised once: the code that handles it runs undisturbed
+            raise Interrupted(signum, "")
+
+    @contextlib.contextmanager
+    def raising(self) -> Iterator[None]:
+        """Within the block, a stop signal (or one that came before it) raises Interrupted at once: for work that
+        may be cut anywhere because it changes nothing that outlives it (an evaluation, a video)."""
+        self.check()
+        self._raising = True
+        try:
+            yield
+        finally:
+            self._raising = False
 
     def check(self) -> None:
         """Raise Interrupted when a stop signal has arrived (start-up calls it between its steps)."""

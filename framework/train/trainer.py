@@ -118,8 +118,8 @@ class Trainer:
                     raise
                 monitor = Monitor(launch, pool, run, writer, checkpoint_path(self.run_dir),
                                   self.run_dir / "summary.json", self.run_dir / run_dir.VIDEOS, say=self.say,
-                                  stop_signal=self.stop_signal,
-                                  progress_stream=self._log)
+                                  stop_signal=self.stop_signal, progress_stream=self._log,
+                                  interruptible=self.signals.raising)
                 return monitor.run()
 
     # -- start-up: nothing is written -------------------------------------------------------------
@@ -150,6 +150,8 @@ class Trainer:
         saved = read_checkpoint(self.run_dir, cfg, model) if self.resume else None
         check()
         startup.check_semaphore_room()
+        if tcfg["backend"] == "local":
+            startup.check_worker_memory(tcfg["workers"], sum(p.data_array.nbytes for p in model.parameters()))
         model, optimizer, stats = self._share(model)
         check()
         run = RunState(tcfg["workers"], self.algorithm.window(cfg))

@@ -22,6 +22,7 @@ installs all three; `missing_extra` names it when one of them is not there.
 """
 from __future__ import annotations
 
+import glob
 import importlib.util
 import io
 import os
@@ -31,7 +32,7 @@ from typing import BinaryIO, Callable, TypeVar
 import numpy as np
 
 from framework.algorithms.base import FrameSink
-from framework.train.run_dir import write_atomically
+from framework.train.run_dir import TEMP_SUFFIX, is_locked, write_atomically
 
 SUFFIXES = (".gif", ".mp4")
 FPS = 30
@@ -123,24 +124,44 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def write_video(path: Path, play: Callable[[FrameSink], T]) -> T:
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete the temp files that writes of path cut short by SIGKILL left beside it (`.NAME.*.tmp`); those a
+    live write holds (locked: see run_dir.write_atomically) are kept. The paths removed."""
+    removed = []
+    for temp in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
+        if temp.is_file() and not is_locked(temp):
+            temp.unlink(missing_ok=True)
+            removed.append(temp)
+    return removed
+
+
+def write_video(path: Path, play: Callable[[FrameSink], T]) -> tuple[T, int]:
     """Call play with a sink and write the frames it sends into path, an animated GIF or an MP4 by its suffix;
-    play's result. Written atomically (a failure leaves no part of a file) with a new file's permissions; OSError
-    when path cannot be written."""
+    (play's result, the frames written). Written atomically (a failure, or a stop signal that raises, leaves no
+    part of a file; the temp files of writes killed outright are removed first) with a new file's permissions;
+    OSError when path cannot be written."""
     result: list[T] = []
+    count = [0]
 
     def write(file: BinaryIO) -> None:
         os.fchmod(file.fileno(), _new_file_mode())
         if path.suffix.lower() == ".gif":
             frames = GifFrames()
-            result.append(play(frames.add))
+            result.append(play(counted(frames.add)))
             file.write(frames.gif())
             return
         stream = Mp4Stream(file)
         try:
-            result.append(play(stream.add))
+            result.append(play(counted(stream.add)))
         finally:
             stream.close()
 
+    def counted(sink: FrameSink) -> FrameSink:
+        def add(frame: np.ndarray) -> bool:
+            count[0] += 1
+            return sink(frame)
+        return add
+
+    remove_stale_temps(path)
     write_atomically(path, write)
-    return result[0]
+    return result[0], count[0]

@@ -33,9 +33,10 @@ def _send(run: Train, signum: int, group: bool) -> None:
     (os.killpg if group else os.kill)(run.pid, signum)
 
 
-def _start(watch, tmp_path, logdir, python_flags=(), **sections) -> Train:
+def _start(watch, tmp_path, logdir, python_flags=(), process_env=None, **sections) -> Train:
     config = write_config(tmp_path / "c.yaml", fast_config(**sections))
-    return Train(watch, "--config", config, "--logdir", logdir, python_flags=python_flags, start_new_session=True)
+    return Train(watch, "--config", config, "--logdir", logdir, python_flags=python_flags, start_new_session=True,
+                 env=process_env)
 
 
 def _assert_nothing_written(logdir) -> None:
@@ -211,7 +212,10 @@ def test_signals_during_shutdown_change_nothing(watch, tmp_path, logdir):
                    "`join_timeout_s: 2` if still booting) and reported in one line; exit 0 within a minute, "
                    "stop reason SIGTERM, final checkpoint with fewer than 1000 ranks ever started")
 def test_sigterm_during_a_slow_start_of_1000_workers_is_honoured(watch, tmp_path, logdir):
-    run = _start(watch, tmp_path, logdir, trainer={"workers": 1000, "start_method": "spawn", "join_timeout_s": 2})
+    # The room check would refuse 1000 workers' memory on a small machine; this test never lets more than a few
+    # start, so it says a worker takes 1 byte.
+    run = _start(watch, tmp_path, logdir, process_env=watch.env(HOGSHARE_WORKER_BYTES="1"),
+                 trainer={"workers": 1000, "start_method": "spawn", "join_timeout_s": 2})
     run.wait_for("^run directory: ")
     worker_pids(run.pid, 1)
     run.proc.send_signal(signal.SIGTERM)

@@ -4,6 +4,7 @@ tests/support is on sys.path in the test process (pyproject's pytest `pythonpath
 PYTHONPATH in the `train` subprocesses the tests start.
 """
 import multiprocessing
+import os
 import resource
 import sys
 import time
@@ -147,6 +148,42 @@ class SlowToMakeCartPole(CartPoleEnv):
             time.sleep(seconds)
 
 
+class EndlessCartPole(CartPoleEnv):
+    """A CartPole whose episodes never end (never terminated; registered without a time limit)."""
+
+    def step(self, action):
+        obs, reward, _, _, info = super().step(action)
+        self.steps_beyond_terminated = None  # CartPole warns once stepped past its end
+        return obs, reward, False, False, info
+
+
+class HugeRewardCartPole(CartPoleEnv):
+    """A CartPole whose every step gives a reward of `reward` (1e300 by default): returns of a few hundred digits."""
+
+    def __init__(self, reward: float = 1e300, **kwargs):
+        super().__init__(**kwargs)
+        self.reward = reward
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, self.reward, terminated, truncated, info
+
+
+class ExitingCartPole(CartPoleEnv):
+    """Ends its worker process with os._exit(`code`) (0 by default: "success") after `exit_after` steps, as a C
+    library calling exit() would; in the main process it never exits."""
+
+    def __init__(self, exit_after: int = 20, code: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.exit_after, self.code, self.steps = exit_after, code, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps > self.exit_after and multiprocessing.parent_process() is not None:
+            os._exit(self.code)
+        return super().step(action)
+
+
 gym.register("RaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
 gym.register("UnrenderedCartPole-v0", entry_point=UnrenderedCartPole, max_episode_steps=500)
 gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
@@ -155,3 +192,6 @@ gym.register("SlowToMakeCartPole-v0", entry_point=SlowToMakeCartPole, max_episod
 gym.register("BlasThreadsCartPole-v0", entry_point=BlasThreadsCartPole, max_episode_steps=500)
 gym.register("MemoryReuseCartPole-v0", entry_point=MemoryReuseCartPole, max_episode_steps=500)
 gym.register("EvaluationFaultCartPole-v0", entry_point=EvaluationFaultCartPole, max_episode_steps=500)
+gym.register("EndlessCartPole-v0", entry_point=EndlessCartPole)  # no max_episode_steps: no time limit
+gym.register("HugeRewardCartPole-v0", entry_point=HugeRewardCartPole, max_episode_steps=500)
+gym.register("ExitingCartPole-v0", entry_point=ExitingCartPole, max_episode_steps=500)

@@ -14,7 +14,7 @@ from framework.train.schema import MAX_ITEMS, MAX_TEXT, short_repr
 
 def test_defaults_hold_every_design_key():
     config = default_config()
-    assert config["experiment"] == "a3c-cartpole" and config["seed"] == 0
+    assert config["experiment"] == "a3c-cartpole-v1" and config["seed"] == 0  # named after its env
     assert config["env"] == {"id": "CartPole-v1", "kwargs": {}, "envs_per_worker": 4, "vectorize": True,
                              "normalize_obs": False, "clip_obs": 10.0, "normalize_reward": False, "clip_reward": 10.0}
     assert config["model"] == {"hidden": [128], "activation": "relu", "lstm": False, "shared_body": True,

@@ -16,6 +16,7 @@ from PIL import Image, ImageSequence
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from framework import algorithms
+from framework.train.checkpoint import load_checkpoint
 from framework.train.cli import evaluate_main
 from framework.train.config import MAX_SECONDS, ConfigError, validate
 from run_configs import cartpole_config
@@ -36,10 +37,22 @@ def _mp4_frames(path: Path) -> list[np.ndarray]:
         return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
 
 
-def _episode_lengths(evaluate_line: str, episodes: int) -> float:
-    """Steps in all the episodes of a CartPole evaluation (a reward of 1 a step): episodes x the mean return."""
-    mean = float(re.match(r"return over \d+ greedy episodes: ([\d.]+) ± ", evaluate_line).group(1))
-    return mean * episodes
+def _episode_lengths(run: Path, episodes: int) -> float:
+    """Steps in all the episodes of evaluate's CartPole evaluation of run (a reward of 1 a step): episodes x the
+    mean return, in full (evaluate prints 3 significant figures)."""
+    config = validate(yaml.safe_load((run / "config.yaml").read_text()))
+    a3c = algorithms.get("a3c")
+    model = a3c.build_model(config)
+    model.load_state_dict(load_checkpoint(run / "checkpoints" / "checkpoint.npz")["model"])
+    return a3c.evaluate(model, config, episodes, seed=12345).metrics["return_mean"] * episodes
+
+
+def _wrote(stdout: str, video: Path) -> int:
+    """The frames evaluate --record says it wrote into video (its last line), checked against the file's size."""
+    match = re.fullmatch(rf"wrote {re.escape(str(video))}: (\d+) frames at 30 a second, .*\((\d+) bytes\)",
+                         stdout.splitlines()[-1])
+    assert match and int(match.group(2)) == video.stat().st_size, stdout
+    return int(match.group(1))
 
 
 @pytest.mark.parametrize("suffix, decode", [(".gif", _gif_frames), (".mp4", _mp4_frames)])
@@ -48,13 +61,14 @@ def test_evaluate_records_the_greedy_episodes_it_evaluates(finished_run, tmp_pat
     video = tmp_path / f"agent{suffix}"
     recorded = run_cli("evaluate", "--run", finished_run, "--episodes", 3, "--record", video)
     assert recorded.returncode == 0, recorded.stderr
-    assert recorded.stdout == plain.stdout  # the same episodes (same seeds), played one after another
+    assert recorded.stdout.splitlines()[0] == plain.stdout.strip()  # the same episodes (same seeds), one by one
     assert recorded.stderr == ""
     frames = decode(video)
-    steps = _episode_lengths(recorded.stdout, 3)
+    steps = _episode_lengths(finished_run, 3)
     assert len(frames) >= 10 and all(frame.shape == CARTPOLE_SCREEN for frame in frames)
+    assert _wrote(recorded.stdout, video) == round(steps) + 3  # each episode from its reset to its last step
     if suffix == ".mp4":
-        assert len(frames) == round(steps) + 3  # each episode from its reset to its last step
+        assert len(frames) == round(steps) + 3
     else:
         assert len(frames) <= round(steps) + 3  # a GIF merges a frame into the one before it when they are alike
     assert frames[0].min() < 100 < frames[0].max()  # a cart on a white screen, not a blank frame
@@ -71,8 +85,8 @@ def test_a_run_that_normalises_observations_is_recorded_as_it_is_evaluated(tmp_p
     assert done.returncode == 0, done.stderr
     plain = run_cli("evaluate", "--run", run, "--episodes", 3)
     recorded = run_cli("evaluate", "--run", run, "--episodes", 3, "--record", tmp_path / "agent.mp4")
-    assert recorded.returncode == 0 and recorded.stdout == plain.stdout, recorded.stderr
-    assert len(_mp4_frames(tmp_path / "agent.mp4")) == round(_episode_lengths(recorded.stdout, 3)) + 3
+    assert recorded.returncode == 0 and recorded.stdout.splitlines()[0] == plain.stdout.strip(), recorded.stderr
+    assert len(_mp4_frames(tmp_path / "agent.mp4")) == round(_episode_lengths(run, 3)) + 3
 
 
 @pytest.mark.parametrize("name", ["agent.avi", "agent", "agent.gif.txt"])
@@ -81,7 +95,7 @@ def test_record_names_the_suffixes_it_writes(tmp_path, name):
     assert code == 2 and out == ""
     assert err == (f"evaluate: error: argument --record: got '{tmp_path / name}'; allowed: a file name ending in "
                    f".gif or .mp4 (usage: evaluate [-h] --run RUN_DIR [--episodes EPISODES] [--seed SEED] "
-                   f"[--record FILE] [--export FILE])\n")
+                   f"[--max-steps N] [--max-seconds S] [--record FILE] [--export FILE])\n")
 
 
 def test_record_into_a_missing_directory_is_one_line(finished_run, tmp_path):

@@ -25,8 +25,9 @@ from framework.algorithms.a3c.model import IMAGE_CONV, ActorCritic, ActorCriticB
 from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout, SpaceError
 from framework.algorithms.a3c.normalization import Normalization
 from framework.algorithms.a3c.worker import Worker
-from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink,
-                                       WorkerContext)
+from framework.algorithms.base import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, EvaluationBounds,
+                                       FrameSink, WorkerContext)
+from framework.train.formatting import significant
 from framework.train.schema import ConfigError, Field
 
 
@@ -68,10 +69,14 @@ def _greedy_steps(actor: Actor, envs: EnvBatch) -> Iterator[BatchStep]:
         yield envs.step(actions)
 
 
-def _evaluation(returns: np.ndarray) -> Evaluation:
+def _evaluation(returns: np.ndarray, cut: int, bounds: EvaluationBounds) -> Evaluation:
+    """The metrics and line of greedy episodes' returns, `cut` of them at the bounds (their return so far)."""
     mean, std = float(returns.mean()), float(returns.std())
-    return Evaluation({"return_mean": mean, "return_std": std},
-                      f"return over {returns.size} greedy episodes: {mean:.1f} ± {std:.1f}")
+    text = f"return over {returns.size} greedy episodes: {significant(mean)} ± {significant(std)}"
+    if cut:
+        text += (f" ({cut} cut short, at trainer.eval_max_steps = {bounds.max_steps} steps or "
+                 f"trainer.eval_max_seconds = {bounds.max_seconds:g} s)")
+    return Evaluation({"return_mean": mean, "return_std": std, "episodes_cut": float(cut)}, text)
 
 
 class A3C(Algorithm):
@@ -108,10 +113,13 @@ class A3C(Algorithm):
             "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
         },
     }
-    experiment = "a3c-cartpole"
     hparams = ("optimizer.name", "optimizer.lr", "algorithm.n_steps", "env.envs_per_worker", "trainer.workers",
                "model.hidden")
     metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr")
+
+    def default_experiment(self, config: Config) -> str:
+        """a3c-<env id>, e.g. a3c-cartpole-v1 (a factory's `module:Name` becomes module-name)."""
+        return "a3c-" + config["env"]["id"]
 
     def window(self, config: Config) -> int:
         return config["trainer"]["target_window"]
@@ -160,16 +168,19 @@ class A3C(Algorithm):
         envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], episodes, seed=seed,
                         vectorize=config["env"]["vectorize"])
         returns = np.full(episodes, np.nan)
+        bounds = EvaluationBounds.of(config)
         try:
-            for out in _greedy_steps(Actor(model, config, envs.layout, envs.action_head), envs):
+            for out in bounds.steps(_greedy_steps(Actor(model, config, envs.layout, envs.action_head), envs)):
                 for i, ret in zip(out.episode_index, out.episode_returns):
                     if np.isnan(returns[i]):
                         returns[i] = ret
                 if not np.isnan(returns).any():
                     break
+            cut = np.isnan(returns)
+            returns[cut] = np.asarray(envs.returns, dtype=np.float64)[cut]
         finally:
             envs.close()
-        return _evaluation(returns)
+        return _evaluation(returns, int(cut.sum()), bounds)
 
     def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
         """evaluate's episodes, one at a time in an environment that renders rgb_array frames: episode i is
@@ -177,6 +188,8 @@ class A3C(Algorithm):
         one: a loop of envs, or CartPole's vector env (not Atari's, whose no-op counts have a generator of their
         own)."""
         returns: list[float] = []
+        cut = 0
+        bounds = EvaluationBounds.of(config)
         for i in range(episodes):
             try:
                 envs = EnvBatch(config["env"]["id"], config["env"]["kwargs"], 1, seed=seed + i, render=True)
@@ -187,17 +200,19 @@ class A3C(Algorithm):
             try:
                 more = frames(envs.frames[0])
                 steps = _greedy_steps(Actor(model, config, envs.layout, envs.action_head), envs)
-                while more and episode_return is None:
-                    out = next(steps)
+                for out in bounds.steps(steps) if more else ():
                     more = frames(envs.frames[0])
                     if out.episode_index:
                         episode_return = out.episode_returns[0]
+                    if not more or episode_return is not None:
+                        break
+                cut += episode_return is None and more
                 returns.append(float(envs.returns[0]) if episode_return is None else episode_return)
             finally:
                 envs.close()
             if not more:
                 break
-        return _evaluation(np.asarray(returns))
+        return _evaluation(np.asarray(returns), cut, bounds)
 
     def actor(self, model: nn.Module, config: Config) -> Actor:
         """The model acting in config's environment, whose spaces are read as the workers read them (a3c.spaces)."""

@@ -22,6 +22,7 @@ at the end (summary.json), and stops the run at `algorithm.target_accuracy`.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,7 @@ class Hogwild(Algorithm):
         "target_accuracy": Field("float", None, low=0.0, high=1.0, nullable=True),
     }
     sections = {"dataset": datasets.SCHEMA, "model": MLP_SCHEMA}
-    experiment = "hogwild"
+    units = ("samples", "epochs")
     hparams = ("optimizer.name", "optimizer.lr", "algorithm.batch_size", "algorithm.optimizer_state",
                "algorithm.locked", "trainer.workers", "dataset.kind")
     metrics = ("loss", "grad_norm", "lr")
@@ -80,6 +81,15 @@ class Hogwild(Algorithm):
                                   f"{opt['momentum']} and weight_decay {opt['weight_decay']}; allowed: sgd without "
                                   f"momentum or weight_decay for dataset.kind sparse_svm (its sparse updates are "
                                   f"plain SGD; algorithm.l2 sets the penalty)")
+
+    def default_experiment(self, config: Config) -> str:
+        """hogwild-<dataset.kind>, e.g. hogwild-mnist_teacher (hogwild-<file name> for an npz file)."""
+        kind = config["dataset"]["kind"]
+        return "hogwild-" + (Path(config["dataset"]["path"]).stem if kind == "npz" else kind)
+
+    def episodes_done(self, config: Config, steps: int, episodes: int) -> float:
+        """Epochs: the samples trained on over the training rows (every worker's shard)."""
+        return steps / (_spec(config).rows_per_worker * config["trainer"]["workers"])
 
     def build_model(self, config: Config) -> nn.Module:
         """A classifier for dense data, a linear SVM for sparse data (initialised from the config's seed)."""

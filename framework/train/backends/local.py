@@ -109,10 +109,13 @@ def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, opt
         raise SystemExit(1) from None
 
 
-def describe_exit(rank: int, exitcode: int, tb: str | None) -> WorkerExit:
-    """How a worker process ended, from its exit code and the traceback it sent (if any)."""
-    if exitcode == 0:
+def describe_exit(rank: int, exitcode: int, tb: str | None, told_to_stop: bool = True) -> WorkerExit:
+    """How a worker process ended, from its exit code, the traceback it sent (if any) and whether it had been told
+    to stop: exit code 0 before then (an environment or C library calling exit(0)) is a failure too."""
+    if exitcode == 0 and told_to_stop:
         return WorkerExit(rank, True, f"worker {rank} finished")
+    if exitcode == 0:
+        return WorkerExit(rank, False, f"worker {rank} exited with code 0 before it was told to stop")
     if exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
@@ -183,10 +186,11 @@ class LocalBackend(Backend):
         if not ended:
             return []
         exits = []
+        told = self.launch.stats.stop_told()  # read after the exits: a worker that saw it and returned is told
         for rank, proc in ended.items():
             del self._procs[rank]
             proc.join()
-            exits.append(describe_exit(rank, proc.exitcode, self._traceback(rank)))
+            exits.append(describe_exit(rank, proc.exitcode, self._traceback(rank), told))
             proc.close()
         return exits
 

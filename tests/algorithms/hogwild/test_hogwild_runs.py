@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from framework.train.formatting import significant
 from run_configs import hogwild_config as config
 from train_cli import run_cli, scalars, summary, train
 
@@ -12,8 +13,9 @@ def mlp_run(tmp_path_factory):
     done, run_dir = train(tmp_path_factory.mktemp("mlp"), config(algorithm={"target_accuracy": 0.4}))
     assert done.returncode == 0, done.stderr
     evaluation = summary(run_dir)["evaluation"]
-    assert done.stdout.splitlines()[-1].endswith(f"; final evaluation: test_accuracy {evaluation['test_accuracy']:.4g}, "
-                                                 f"test_loss {evaluation['test_loss']:.4g}")
+    assert done.stdout.splitlines()[0].endswith(f"; final evaluation: test_accuracy "
+                                                f"{significant(evaluation['test_accuracy'])}, "
+                                                f"test_loss {significant(evaluation['test_loss'])}")
     return run_dir
 
 
