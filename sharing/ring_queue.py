@@ -110,20 +110,21 @@ class _ThreadPickler(threading.local):
         if self.busy:  # a reducer that puts on a RingQueue: pickle this one apart
             data = ForkingPickler.dumps(obj)
             return len(data).to_bytes(_LENGTH_BYTES, "little") + data
-        self.busy = True
-        buffer = self.buffer
-        try:
+        buffer, pickler = self.buffer, self.pickler
+        try:  # reset first: a signal handler may have raised out of the last message's finally
+            self.busy = True
+            pickler.clear_memo()
+            buffer.seek(0)
+            buffer.truncate()
             buffer.write(b"\0" * _LENGTH_BYTES)
-            self.pickler.dump(obj)
+            pickler.dump(obj)
             size = buffer.tell() - _LENGTH_BYTES
             buffer.seek(0)
             buffer.write(size.to_bytes(_LENGTH_BYTES, "little"))
             return buffer.getvalue()
         finally:
-            self.pickler.clear_memo()  # the memo holds what was pickled
-            buffer.seek(0)
-            buffer.truncate()
             self.busy = False
+            pickler.clear_memo()  # the memo holds what was pickled: let it go now
 
 
 _pickler = _ThreadPickler()
@@ -159,6 +160,7 @@ class RingQueue:
         self._hints = memory[_HINTS_AT:_RING_AT].cast("I")
         self._ring = memory[_RING_AT:]
         self._mutex = storage.address
+        self._try_lock_steps = _libc.try_lock_steps(storage.address)
         self._puts_futex = storage.address + _WORDS_AT + 8 * _WRITE + _HIGH_HALF
         self._gets_futex = storage.address + _WORDS_AT + 8 * _READ + _HIGH_HALF
         self._capacity, self._maxsize = self._words[_CAPACITY], self._words[_MAXSIZE]
@@ -235,20 +237,22 @@ class RingQueue:
         used = ((write & _U32) - (read & _U32)) % self._capacity
         return self._capacity - used if used or write >> 32 == read >> 32 else 0
 
-    def _lock(self, err: int, block: bool, deadline: float | None) -> bool:
-        """Finish taking the mutex after a try that returned `err` (waiting if `block`, until `deadline`).
+    def _lock(self, block: bool, deadline: float | None) -> bool:
+        """Take the mutex (waiting if `block`, until `deadline`); False if it was not taken.
 
-        False if it was not taken.
+        Call it inside a `try` whose `finally` unlocks, taken or not (see
+        Note [taking the mutex under Python signal handlers] in `_libc`). A
+        holder that died mid-message left the words as they were: nothing to
+        repair, so EOWNERDEAD is a lock like any other.
         """
+        err = _try_lock(self._try_lock_steps)
         if err == errno.EBUSY:
             if not block:
                 return False
             err = _libc.lock_mutex(self._mutex, None if deadline is None else deadline - time.monotonic())
-        if err == errno.EOWNERDEAD:  # its holder died mid-message: the words are as they were, nothing to repair
-            _libc.mark_consistent(self._mutex)
-        elif err == errno.ETIMEDOUT:
+        if err == errno.ETIMEDOUT:
             return False
-        elif err:
+        if err and err != errno.EOWNERDEAD:
             raise OSError(err, f"locking {self!r}: {os.strerror(err)}")
         return True
 
@@ -264,7 +268,7 @@ class RingQueue:
         hints[waiting] += 1
         _unlock(self._mutex)
         _libc.futex_wait(futex, seen, slice_s)
-        if not self._lock(_try_lock(self._mutex), True, deadline):
+        if not self._lock(True, deadline):
             return False  # the sleepers hint stays one too high: a needless wake at worst
         hints[waiting] = max(hints[waiting] - 1, 0)
         return True
@@ -273,42 +277,38 @@ class RingQueue:
                    timeout: float | None) -> tuple[int, int]:
         """Take the mutex and return the (write, read) words once the ring has room for `messages` messages
         of `size` bytes (`putting`) or holds a message (getting); queue.Full or queue.Empty if it will not
-        (not `block`, or `timeout` passed), with the mutex released."""
+        (not `block`, or `timeout` passed). The caller unlocks in a `finally`, whatever this raised."""
         refused = Full if putting else Empty
         deadline = None if timeout is None or not block else time.monotonic() + timeout
-        err = _try_lock(self._mutex)
-        if err and not self._lock(err, block, deadline):
+        if not self._lock(block, deadline):
             raise refused
         words, maxsize = self._words, self._maxsize
-        try:
-            while True:
-                write, read = words[_WRITE], words[_READ]
-                count = (write >> 32) - (read >> 32) & _U32
-                if putting:
-                    ready = self._room(write, read) >= size and not (maxsize and count + messages > maxsize)
-                else:
-                    ready = count > 0
-                if ready:
-                    return write, read
-                if not block:
-                    raise refused
-                if putting:  # sleep until a get moves the read word, or a put the write word
-                    slept = self._sleep(self._gets_futex, read >> 32, _PUTTERS_WAITING, deadline)
-                else:
-                    slept = self._sleep(self._puts_futex, write >> 32, _GETTERS_WAITING, deadline)
-                if not slept:
-                    raise refused
-        except BaseException:  # refused, or KeyboardInterrupt and the like: never leave the ring locked
-            _unlock(self._mutex)  # if this thread no longer holds it, the robust mutex refuses (EPERM): harmless
-            raise
+        while True:
+            write, read = words[_WRITE], words[_READ]
+            count = (write >> 32) - (read >> 32) & _U32
+            if putting:
+                ready = self._room(write, read) >= size and not (maxsize and count + messages > maxsize)
+            else:
+                ready = count > 0
+            if ready:
+                return write, read
+            if not block:
+                raise refused
+            if putting:  # sleep until a get moves the read word, or a put the write word
+                slept = self._sleep(self._gets_futex, read >> 32, _PUTTERS_WAITING, deadline)
+            else:
+                slept = self._sleep(self._puts_futex, write >> 32, _GETTERS_WAITING, deadline)
+            if not slept:
+                raise refused
 
     def _put(self, data: bytes, messages: int, block: bool, timeout: float | None) -> None:
         size, capacity = len(data), self._capacity
         if size > capacity:
             raise ValueError(f"{size} bytes cannot fit in {self!r}: make it with a larger capacity_bytes, or put "
                              "large arrays in shared memory (sharing.share_array) so that only handles travel")
-        write, _ = self._lock_when(True, size, messages, block, timeout)
-        try:
+        mutex = self._mutex
+        try:  # the lock is taken inside the try: a signal handler may raise as soon as it is held
+            write, _ = self._lock_when(True, size, messages, block, timeout)
             offset = write & _U32
             end = offset + size
             if end <= capacity:
@@ -320,7 +320,7 @@ class RingQueue:
             self._words[_WRITE] = ((write >> 32) + messages & _U32) << 32 | end % capacity  # the commit
             sleepers = self._hints[_GETTERS_WAITING]
         finally:
-            _unlock(self._mutex)
+            _unlock(mutex)  # the first call here; EPERM (harmless) when the lock was not taken
         if sleepers:
             _libc.futex_wake(self._puts_futex, messages)
 
@@ -328,8 +328,9 @@ class RingQueue:
         words = self._words
         if block and self._spin_s and words[_WRITE] >> 32 == words[_READ] >> 32:
             self._spin(self._spin_s if timeout is None else min(self._spin_s, timeout))
-        write, read = self._lock_when(False, 0, 0, block, timeout)
-        try:
+        mutex = self._mutex
+        try:  # as in _put
+            write, read = self._lock_when(False, 0, 0, block, timeout)
             count = (write >> 32) - (read >> 32) & _U32
             taken = min(most, count)
             offset, messages = read & _U32, []
@@ -340,7 +341,7 @@ class RingQueue:
             words[_READ] = ((read >> 32) + taken & _U32) << 32 | offset  # the commit
             putters, getters = self._hints[_PUTTERS_WAITING], self._hints[_GETTERS_WAITING]
         finally:
-            _unlock(self._mutex)
+            _unlock(mutex)
         if putters:
             _libc.futex_wake(self._gets_futex, putters)
         if getters and count > taken:

@@ -116,16 +116,23 @@ def _register_exit_hook() -> None:
 
 
 def _unpublish() -> None:
-    """Unlink this process's published names, except those of messages still in flight."""
+    """Unlink this process's published names, except those of messages still in flight, which are handed over.
+
+    A handed-over name is forgotten without unlinking it, so that the storage
+    dying later in this process's shutdown (a spawn child's interpreter clears
+    everything, lending's hold included) leaves it for the message; the
+    manager unlinks it when the group ends.
+    """
     lending.reap()
     in_flight = {id(storage) for storage in lending.lent_storages()}
     pid = os.getpid()
     for storage in live_storages():
-        if storage.published is not None and storage.owner_pid == pid and id(storage) not in in_flight:
-            try:
-                os.unlink(_path(storage.published))
-            except FileNotFoundError:
-                pass
+        if storage.published is not None and storage.owner_pid == pid:
+            if id(storage) not in in_flight:
+                try:
+                    os.unlink(_path(storage.published))
+                except FileNotFoundError:
+                    pass
             storage.published = storage.handle = None  # the handle named it
 
 

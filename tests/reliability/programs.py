@@ -4,6 +4,7 @@ Run as ``python programs.py NAME ARGS...``; each reports one JSON line on stdout
 """
 import json
 import os
+import queue as queue_module
 import signal
 import sys
 import time
@@ -11,7 +12,7 @@ import time
 import numpy as np
 
 import sharing
-from sharing import manager_client
+from sharing import lifecycle, manager_client
 
 
 def report(**values) -> None:
@@ -131,6 +132,72 @@ def hold_segments() -> None:
     report(pid=os.getpid(), names=[sharing.storage_of(a).name for a in named],
            fd=sharing.storage_of(anonymous).fd, socket=manager_client.socket_path())
     sys.stdin.read()
+
+
+def _put_and_get_under_interrupts(ring, flags) -> None:
+    """Put and get in a loop until flags[0] is set, catching KeyboardInterrupt (SIGINT) and going on; count the
+    interrupts in flags[2] and the rounds in flags[3]; then stay alive (as a process holding the lock would).
+
+    SIGINT is unblocked only inside the `try`, and the sender sends the next one only once this process has
+    counted the last: so every interrupt lands inside the `try` and none kills the process."""
+    flags[1] = 1
+    while not flags[0]:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+            ring.put(("hammered", 0), timeout=0.2)
+            ring.get_many(timeout=0.2)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            flags[3] += 1
+        except KeyboardInterrupt:
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            flags[2] += 1
+        except (queue_module.Empty, queue_module.Full):
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+    flags[1] = 2
+    time.sleep(600)
+
+
+def ring_under_sigint(start_method: str, seconds: str) -> None:
+    """A process puts and gets on a RingQueue while SIGINT hits it, again as soon as it took the last one (after
+    0 to 200 us), for `seconds`; then, the hammered process still alive, this one puts 200 messages and gets
+    each back."""
+    ctx = sharing.get_context(start_method)
+    ring = sharing.RingQueue(capacity_bytes=4096)
+    flags = sharing.empty_shared(4, np.int64)  # stop, phase, interrupts, rounds: no lock a signal could break
+    with lifecycle.signals_blocked([signal.SIGINT]):  # the child starts with SIGINT blocked
+        hammered = ctx.Process(target=_put_and_get_under_interrupts, args=(ring, flags), daemon=True)
+        hammered.start()
+    while flags[1] != 1:
+        time.sleep(0.01)
+    end = time.monotonic() + float(seconds)
+    sent = 0
+    rng = np.random.default_rng(0)
+    while time.monotonic() < end:
+        counted = flags[2]
+        os.kill(hammered.pid, signal.SIGINT)
+        sent += 1
+        taken_by = time.monotonic() + 1.0  # an interrupt swallowed (raised inside a __del__) is not counted
+        while flags[2] == counted and time.monotonic() < taken_by:
+            pass
+        time.sleep(rng.uniform(0, 200e-6))
+    flags[0] = 1
+    deadline = time.monotonic() + 30
+    while flags[1] != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    got, errors = [], []
+    try:
+        for i in range(200):
+            ring.put(("checker", i), timeout=10)
+            while (item := ring.get(timeout=10))[0] != "checker":
+                pass  # what the hammered process left: a put it was interrupted out of after the commit
+            got.append(item[1])
+    except (queue_module.Empty, queue_module.Full) as exc:
+        errors.append(f"{type(exc).__name__} after {len(got)} messages")
+    hammered_alive = hammered.is_alive()
+    hammered.kill()
+    hammered.join(30)
+    report(sent=sent, interrupts=int(flags[2]), rounds=int(flags[3]), quiet=bool(flags[1] == 2), alive=hammered_alive,
+           got=got, left=ring.qsize(), errors=errors)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""A queue consumer that dies while it holds shared arrays (fault 11), through the real sharing API."""
+"""Queue faults through the real sharing API: a consumer that dies while it holds shared arrays (fault 11), a
+RingQueue process hit by SIGINT over and over (fault 3)."""
 import json
 import subprocess
 import sys
@@ -31,3 +32,17 @@ def test_consumer_dying_with_shared_arrays_leaks_nothing(watch, strategy, start_
             assert wait_until(lambda: not group_names(group), 10), group_names(group)
     else:
         assert result["group"] is None  # nothing named: file_descriptor segments never appear in /dev/shm
+
+
+@pytest.mark.fault("3", "SIGINT about every 100 us for 3 s to a process putting and getting on a RingQueue in a "
+                        "loop (it catches KeyboardInterrupt and goes on), spawn and fork",
+                   "hundreds of interrupts land; with that process still alive, another one puts 200 messages and "
+                   "gets each back at once, in order, none stuck, and the ring is empty after")
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_interrupts_inside_ring_queue_calls_leave_it_unlocked(watch, start_method):
+    done = subprocess.run([sys.executable, str(HERE / "programs.py"), "ring_under_sigint", start_method, "3"],
+                          capture_output=True, text=True, timeout=100, env=watch.env())
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["interrupts"] > 200 and result["rounds"] > 200 and result["quiet"] and result["alive"], result
+    assert result["errors"] == [] and result["got"] == list(range(200)) and result["left"] == 0, result

@@ -41,7 +41,9 @@ def new_queue(request):
 
 @pytest.fixture(scope="session", autouse=True)
 def dev_shm_left_clean():
-    """After the session, no segment of this session's manager group is left in /dev/shm."""
+    """The session joins a file_system manager group first (so every process it starts, fork servers included,
+    joins it too); afterwards no segment of the group is left in /dev/shm."""
+    manager_client.membership()
     yield
     for child in multiprocessing.active_children():
         child.join(timeout=10)

@@ -93,8 +93,8 @@ def hold_and_wait(children: str) -> None:
     time.sleep(600)
 
 
-def orphan(mode: str) -> None:
-    """Start a child that asks to die with its parent, report its pid, then linger ("armed") or exit ("early").
+def orphan(mode: str, start_method: str) -> None:
+    """Start a child (with `start_method`) that asks to die with its parent, report its pid, then linger ("armed") or exit ("early").
 
     "armed" waits until the child has asked, so only the kernel's parent-death
     signal can stop it; "early" exits before the child asks, so the child must
@@ -102,7 +102,7 @@ def orphan(mode: str) -> None:
     """
     import multiprocessing
     from sharing_workers import die_with_parent_then_sleep
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context(start_method)
     armed = ctx.Event()
     child = ctx.Process(target=die_with_parent_then_sleep, args=(armed, 0.0 if mode == "armed" else 0.5))
     child.start()

@@ -68,8 +68,8 @@ def test_pool_workers_modify_shared_inputs_in_place(strategy, start_method):
 
 
 @pytest.mark.timeout(60)
-def test_sender_may_drop_its_array_right_after_put(strategy, new_queue):
-    ctx = sharing.get_context("spawn")
+def test_sender_may_drop_its_array_right_after_put(strategy, start_method, new_queue):
+    ctx = sharing.get_context(start_method)
     inbox, outbox = new_queue(ctx), new_queue(ctx)
     child = ctx.Process(target=sum_received, args=(inbox, outbox))
     child.start()
@@ -80,8 +80,8 @@ def test_sender_may_drop_its_array_right_after_put(strategy, new_queue):
 
 
 @pytest.mark.timeout(60)
-def test_round_trip_through_an_echo_child_returns_the_same_storage(strategy, new_queue):
-    ctx = sharing.get_context("forkserver")
+def test_round_trip_through_an_echo_child_returns_the_same_storage(strategy, start_method, new_queue):
+    ctx = sharing.get_context(start_method)
     inbox, outbox = new_queue(ctx), new_queue(ctx)
     child = ctx.Process(target=echo, args=(inbox, outbox))
     child.start()
@@ -151,9 +151,9 @@ def test_plain_multiprocessing_queues_carry_handles_too(strategy):
 
 
 @pytest.mark.timeout(60)
-def test_manager_proxies_carry_handles(strategy):
+def test_manager_proxies_carry_handles(strategy, start_method):
     x = sharing.share_array(np.zeros(3))
-    with sharing.get_context("fork").Manager() as manager:
+    with sharing.get_context(start_method).Manager() as manager:
         shared_list = manager.list()
         shared_list.append(x)
         got = shared_list[0]                       # a round trip through the manager process

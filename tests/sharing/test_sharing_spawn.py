@@ -40,28 +40,28 @@ def wait_gone(pid: int, timeout: float = 20) -> bool:
 
 
 @pytest.mark.timeout(60)
-def test_spawn_runs_every_rank_with_its_args():
+def test_spawn_runs_every_rank_with_its_args(start_method):
     out = sharing.share_array(np.zeros(3))
-    context = sharing.spawn(rank_writer, args=(out,), nprocs=3)      # the default start method: spawn
+    context = sharing.spawn(rank_writer, args=(out,), nprocs=3, start_method=start_method)
     np.testing.assert_array_equal(out, [10, 11, 12])
     assert len(context.pids()) == 3 and context.join() is True
     assert all(p.exitcode == 0 for p in context.processes)
 
 
 @pytest.mark.timeout(60)
-def test_join_false_returns_a_context_to_poll():
+def test_join_false_returns_a_context_to_poll(start_method):
     out = sharing.share_array(np.zeros(2))
-    context = sharing.spawn(rank_writer, args=(out,), nprocs=2, join=False, start_method="forkserver")
+    context = sharing.spawn(rank_writer, args=(out,), nprocs=2, join=False, start_method=start_method)
     while not context.join(timeout=10):
         pass
     np.testing.assert_array_equal(out, [10, 11])
 
 
 @pytest.mark.timeout(60)
-def test_exception_in_a_child_is_raised_with_its_traceback_and_siblings_stop():
+def test_exception_in_a_child_is_raised_with_its_traceback_and_siblings_stop(start_method):
     pids = sharing.share_array(np.zeros(2, dtype=np.int64))
     with pytest.raises(sharing.ProcessRaisedException) as info:
-        sharing.spawn(raise_on, args=(1, pids), nprocs=2, start_method="forkserver")
+        sharing.spawn(raise_on, args=(1, pids), nprocs=2, start_method=start_method)
     error = info.value
     assert error.error_index == 1 and error.pid == pids[1]
     assert "Process 1 terminated with the following error" in str(error)
@@ -71,24 +71,24 @@ def test_exception_in_a_child_is_raised_with_its_traceback_and_siblings_stop():
 
 
 @pytest.mark.timeout(60)
-def test_death_by_signal_is_reported_with_the_signal_name():
+def test_death_by_signal_is_reported_with_the_signal_name(start_method):
     with pytest.raises(sharing.ProcessExitedException, match="process 0 terminated with signal SIGKILL") as info:
-        sharing.spawn(kill_self, start_method="forkserver")
+        sharing.spawn(kill_self, start_method=start_method)
     assert info.value.signal_name == "SIGKILL" and info.value.exit_code == -signal.SIGKILL
     assert info.value.error_index == 0
 
 
 @pytest.mark.timeout(60)
-def test_non_zero_exit_is_reported_with_the_code():
+def test_non_zero_exit_is_reported_with_the_code(start_method):
     with pytest.raises(sharing.ProcessExitedException, match="process 0 terminated with exit code 3") as info:
-        sharing.spawn(exit_with, args=(3,), start_method="fork")
+        sharing.spawn(exit_with, args=(3,), start_method=start_method)
     assert info.value.exit_code == 3 and info.value.signal_name is None
 
 
 @pytest.mark.timeout(60)
-def test_join_with_a_timeout_returns_false_while_children_run():
+def test_join_with_a_timeout_returns_false_while_children_run(start_method):
     pids = sharing.share_array(np.zeros(1, dtype=np.int64))
-    context = sharing.spawn(raise_on, args=(-1, pids), join=False, start_method="fork")
+    context = sharing.spawn(raise_on, args=(-1, pids), join=False, start_method=start_method)
     assert context.join(timeout=0.2) is False
     lifecycle.terminate_processes(context.processes, grace_s=5)
     assert context.processes[0].exitcode == -signal.SIGTERM
@@ -127,7 +127,7 @@ def test_terminate_processes_escalates_to_sigkill():
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])  # a forkserver child gets the server's mask
 def test_children_start_with_signals_blocked_and_ignore_them_from_then_on(start_method):
     """A child started in signals_blocked begins with SIGINT and SIGHUP blocked (a Ctrl-C while it still imports
     stays pending); after ignore_signals both are discarded and it lives on."""
@@ -147,8 +147,9 @@ def test_children_start_with_signals_blocked_and_ignore_them_from_then_on(start_
     lifecycle.terminate_processes([child], grace_s=5)
 
 
-def _orphan(mode: str) -> tuple[subprocess.Popen, dict]:
-    program = subprocess.Popen([sys.executable, str(PROGRAMS), "orphan", mode], stdout=subprocess.PIPE, text=True)
+def _orphan(mode: str, start_method: str) -> tuple[subprocess.Popen, dict]:
+    program = subprocess.Popen([sys.executable, str(PROGRAMS), "orphan", mode, start_method], stdout=subprocess.PIPE,
+                               text=True)
     report = json.loads(program.stdout.readline())
     program.stdout.close()
     return program, report
@@ -162,8 +163,8 @@ def _kill_if_alive(pid: int) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_child_dies_when_its_parent_is_killed():
-    program, report = _orphan("armed")
+def test_child_dies_when_its_parent_is_killed(start_method):
+    program, report = _orphan("armed", start_method)
     try:
         assert report["armed"] and not gone(report["child"])
         program.kill()
@@ -174,8 +175,8 @@ def test_child_dies_when_its_parent_is_killed():
 
 
 @pytest.mark.timeout(60)
-def test_child_whose_parent_is_already_gone_dies_at_once():
-    program, report = _orphan("early")
+def test_child_whose_parent_is_already_gone_dies_at_once(start_method):
+    program, report = _orphan("early", start_method)
     try:
         assert not report["armed"]
         program.wait()

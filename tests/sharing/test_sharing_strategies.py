@@ -83,11 +83,11 @@ def test_strategy_decides_new_storages_and_received_ones_keep_theirs():
 
 
 @pytest.mark.timeout(90)
-def test_file_system_segment_lives_while_in_flight_and_is_gone_after(monkeypatch):
+def test_file_system_segment_lives_while_in_flight_and_is_gone_after(monkeypatch, start_method):
     monkeypatch.setattr(sharing.strategies, "_current", "file_system")
     a = sharing.share_array(np.full(1000, 3.0))
     ino = os.stat(f"/dev/shm/{sharing.storage_of(a).name}").st_ino
-    ctx = sharing.get_context("spawn")
+    ctx = sharing.get_context(start_method)
     inbox, outbox = ctx.Queue(), ctx.Queue()
     inbox.put(a)
     assert wait_until(lambda: len(names_of_inode(ino)) == 2)   # the sender's own name and the one it sent
@@ -103,9 +103,8 @@ def test_file_system_segment_lives_while_in_flight_and_is_gone_after(monkeypatch
 
 
 @pytest.mark.timeout(90)
-def test_message_in_flight_when_its_sender_exits(strategy):
-    manager_client.membership() if strategy == "file_system" else None  # the child joins this group
-    ctx = sharing.get_context("fork" if strategy == "file_system" else "forkserver")
+def test_message_in_flight_when_its_sender_exits(strategy, start_method):
+    ctx = sharing.get_context(start_method)  # a file_system child joins this session's group (see conftest)
     outbox = ctx.Queue()
     child = ctx.Process(target=send_and_exit, args=(strategy, outbox, 5.0))
     child.start()
@@ -126,11 +125,12 @@ def test_message_in_flight_when_its_sender_exits(strategy):
 
 
 @pytest.mark.timeout(90)
-def test_killed_receiver_loses_its_names_while_the_group_lives(monkeypatch):
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])  # a fork child inherits, not receives
+def test_killed_receiver_loses_its_names_while_the_group_lives(monkeypatch, start_method):
     monkeypatch.setattr(sharing.strategies, "_current", "file_system")
     a = sharing.share_array(np.ones(10))
     ino = os.stat(f"/dev/shm/{sharing.storage_of(a).name}").st_ino
-    ctx = sharing.get_context("forkserver")
+    ctx = sharing.get_context(start_method)
     ready = ctx.SimpleQueue()
     child = ctx.Process(target=hold_forever, args=(a, ready))
     child.start()
