@@ -14,7 +14,8 @@ a checkpoint of either backend resumes with the other.
 
 `trainer.ray.address: null` starts a Ray of `nodes` simulated nodes on this
 machine (`ray.cluster_utils.Cluster`: each its own raylet and 1 CPU) in a
-temporary directory, and shuts all of it down at the end; an address joins
+temporary directory, and shuts all of it down at the end; a watcher process
+(`ray_watcher`) does it when `train` dies first (SIGKILL). An address joins
 a cluster, where only the run's own actors are removed. Groups are pinned to
 nodes with a hard node-affinity strategy (simulated nodes share one IP).
 
@@ -35,12 +36,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
+from framework.train.backends import ray_watcher
 from framework.train.backends.ray_node import NodeGroup, buffers_of, load_buffers
 from framework.train.backends.ray_server import ParameterServer
 from framework.train.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
@@ -112,6 +113,7 @@ class RayBackend(Backend):
         self.node_failures = 0
         self._cluster: Any = None
         self._tmpdir: str | None = None
+        self._watcher: Any = None
         self._server: Any = None
         self._stopped = False
         self._restore_env: list[Callable[[], None]] = []
@@ -156,8 +158,7 @@ class RayBackend(Backend):
 
         if "RAY_AUTH_MODE" not in os.environ:  # else Ray turns token auth on and writes ~/.ray/auth_token
             self._restore_env.append(set_environment({"RAY_AUTH_MODE": "disabled"}))
-        # In /tmp, not $TMPDIR: Ray's socket paths under it must stay under 108 characters.
-        self._tmpdir = tempfile.mkdtemp(prefix="hogshare-ray-", dir="/tmp")
+        self._watcher, self._tmpdir = ray_watcher.start()  # before anything of the cluster exists
         os.makedirs(os.path.join(self._tmpdir, "ray"))  # RAY_TMPDIR must hold a ray/ folder
         self._restore_env.append(set_environment({"RAY_TMPDIR": self._tmpdir}))  # Ray's address file goes there
         common = {"object_store_memory": OBJECT_STORE_BYTES, "log_to_stderr": False}
@@ -189,6 +190,9 @@ class RayBackend(Backend):
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+        if self._watcher is not None:
+            ray_watcher.stop(self._watcher)
+            self._watcher = None
         while self._restore_env:
             self._restore_env.pop()()
 
