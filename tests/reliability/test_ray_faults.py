@@ -204,6 +204,7 @@ def test_a_hung_node_group_is_fenced_and_counts_nowhere(watch, tmp_path, logdir,
     try:
         run.wait_for(r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$", timeout=60)
         assert still_alive(workers, 20) == [], "the lost group's workers trained on"
+        assert run.proc.poll() is None, "the run ended with the lost group's workers (its budget used up)"
         assert run.finish() == 0, run.stderr
     finally:
         os.kill(raylet, signal.SIGCONT)
