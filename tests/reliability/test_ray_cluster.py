@@ -80,3 +80,24 @@ def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, 
     assert summary["stop_reason"] == "SIGTERM"
     assert load_checkpoint(checkpoint)["run"]["env_steps"] == summary["env_steps"]
 
+
+
+@pytest.mark.fault("R", "SIGKILL of `train` running its own simulated cluster: while Ray starts, and mid-run",
+                   "within 40 s no process of the run is left (Ray's agents included: they stayed 60-90 s), nor "
+                   "its /tmp/hogshare-ray-* directory (it stayed for good), nor a /dev/shm segment")
+@pytest.mark.parametrize("when", ["starting", "running"])
+def test_sigkill_of_train_leaves_nothing_of_its_cluster(watch, logdir, nothing_left, when):
+    dirs_before = _ray_dirs()
+    run = Train(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
+                "--set", "trainer.target_return=null", "--set", "trainer.total_steps=1000000000",
+                "--set", "trainer.checkpoint_every_s=0.5")
+    if when == "starting":  # its directory made, Ray's first processes started
+        assert wait_until(lambda: _ray_dirs() - dirs_before and any(
+            cmdline(pid).split("/")[-1].startswith("gcs_server") for pid in watch.tagged()), 60), run.stderr
+    else:
+        checkpoint = wait_for_file(wait_for_run_dir(logdir, timeout=120) / "checkpoints" / "checkpoint.npz")
+        assert wait_until(lambda: load_checkpoint(checkpoint)["run"]["env_steps"] > 0, 60), run.stderr
+    run.proc.kill()
+    assert run.finish() == -signal.SIGKILL
+    assert wait_until(lambda: not watch.tagged() and _ray_dirs() == dirs_before, 40), (
+        [cmdline(pid) for pid in watch.tagged()], _ray_dirs() - dirs_before)

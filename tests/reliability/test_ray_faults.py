@@ -12,6 +12,7 @@ import pytest
 
 from framework.train.checkpoint import load_checkpoint
 from run_configs import hogwild_config
+from train_cli import cli_env
 from reliability_support import (Train, children, cmdline, descendants, fast_config, run_cli, still_alive,
                                  wait_for_file, wait_for_run_dir, wait_until, write_config)
 
@@ -25,18 +26,25 @@ NODES = 3
 
 
 @contextlib.contextmanager
-def sigterm_kept():
+def starting_nodes():
     """Keep this process's SIGTERM handler: each node Ray starts here puts its own (an exit) in its place, which
-    the suite's forked children would inherit."""
+    the suite's forked children would inherit. The nodes' processes get the CLI's PYTHONPATH (the checkout,
+    tests/support: fault_envs), which the actors they start inherit."""
     handler = signal.getsignal(signal.SIGTERM)
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = cli_env()["PYTHONPATH"]
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, handler)
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def add_nodes(cluster, count: int) -> None:
-    with sigterm_kept():
+    with starting_nodes():
         for _ in range(count):
             cluster.add_node(num_cpus=1, object_store_memory=100 << 20, log_to_stderr=False)
 
@@ -45,7 +53,7 @@ def add_nodes(cluster, count: int) -> None:
 def cluster(tmp_path_factory):
     """A head without CPUs and NODES simulated nodes of 1 CPU, each its own raylet."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    with sigterm_kept():
+    with starting_nodes():
         made = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "include_dashboard": False, "log_to_stderr": False, "object_store_memory": 100 << 20,
             "_system_config": SIMULATED_CLUSTER_CONFIG})
@@ -78,12 +86,15 @@ def _steps(run_dir: Path) -> int:
     return load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"]
 
 
+def _raylet(node) -> int:
+    return node.all_processes["raylet"][0].process.pid
+
+
 def _groups(cluster) -> dict:
     """{node: (pid of its node group actor, pids of that actor's worker processes)} for nodes that run a group."""
     found = {}
     for node in cluster.worker_nodes:
-        raylet = node.all_processes["raylet"][0].process.pid
-        for pid in children(raylet):
+        for pid in children(_raylet(node)):
             if cmdline(pid).startswith("ray::NodeGroup"):
                 found[node] = (pid, descendants(pid))
     return found
@@ -169,6 +180,40 @@ def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, log
     run.proc.send_signal(signal.SIGTERM)
     assert run.finish() == 0, run.stderr
     assert _summary(run_dir)["node_failures"] == 1
+
+
+HUNG_RUN_STEPS = 50_000
+"""Env steps of at least 1 ms each on 4 workers: 12 s at the very least, much longer than a hung node takes to be
+declared dead (1-3 s, SIMULATED_CLUSTER_CONFIG)."""
+
+
+@pytest.mark.fault("R", "SIGSTOP of the raylet of a node running a group (a hung node: Ray declares it dead, its "
+                   "actor, which ray.kill cannot reach, runs on), kept until the run ends; `trainer.total_steps` "
+                   f"{HUNG_RUN_STEPS:,} with env steps of at least 1 ms",
+                   "the group is reported lost once and fenced: its workers stop while the raylet is still stopped; "
+                   "the run ends with `total_steps reached` at env_steps >= total_steps (its counts and the "
+                   "server's step budget agree), exit 0, `node_failures: 1`")
+def test_a_hung_node_group_is_fenced_and_counts_nowhere(watch, tmp_path, logdir, full_cluster):
+    config = ray_config(full_cluster.address, trainer={"total_steps": HUNG_RUN_STEPS},
+                        env={"id": "fault_envs:SlowStepCartPole-v0", "kwargs": {"step_s": 0.001}})
+    run, run_dir = _start(watch, tmp_path, logdir, config)
+    node, (actor, processes) = next(iter(_running_groups(full_cluster, 2).items()))
+    workers = [pid for pid in processes if "resource_tracker" not in cmdline(pid)]  # the tracker ends with the actor
+    raylet = _raylet(node)
+    os.kill(raylet, signal.SIGSTOP)
+    try:
+        run.wait_for(r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$", timeout=60)
+        assert still_alive(workers, 20) == [], "the lost group's workers trained on"
+        assert run.proc.poll() is None, "the run ended with the lost group's workers (its budget used up)"
+        assert run.finish() == 0, run.stderr
+    finally:
+        os.kill(raylet, signal.SIGCONT)
+        full_cluster.remove_node(node, allow_graceful=False)
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == "total_steps reached", run.stderr
+    assert summary["env_steps"] >= HUNG_RUN_STEPS and summary["node_failures"] == 1
+    assert summary["env_steps"] == _steps(run_dir)
+    assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
 
 
 @pytest.mark.fault("R", "SIGKILL of the parameter server's actor mid-run",

@@ -184,6 +184,19 @@ class ExitingCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class SlowStepCartPole(CartPoleEnv):
+    """Sleeps `step_s` in every step: a run of N env steps on W workers lasts at least N * step_s / W seconds
+    however fast the machine, long enough for what a test does to it meanwhile."""
+
+    def __init__(self, step_s: float = 0.001, **kwargs):
+        super().__init__(**kwargs)
+        self.step_s = step_s
+
+    def step(self, action):
+        time.sleep(self.step_s)
+        return super().step(action)
+
+
 gym.register("RaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
 gym.register("UnrenderedCartPole-v0", entry_point=UnrenderedCartPole, max_episode_steps=500)
 gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)
@@ -195,3 +208,4 @@ gym.register("EvaluationFaultCartPole-v0", entry_point=EvaluationFaultCartPole, 
 gym.register("EndlessCartPole-v0", entry_point=EndlessCartPole)  # no max_episode_steps: no time limit
 gym.register("HugeRewardCartPole-v0", entry_point=HugeRewardCartPole, max_episode_steps=500)
 gym.register("ExitingCartPole-v0", entry_point=ExitingCartPole, max_episode_steps=500)
+gym.register("SlowStepCartPole-v0", entry_point=SlowStepCartPole, max_episode_steps=500)

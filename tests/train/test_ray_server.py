@@ -45,3 +45,18 @@ def test_episodes_exits_optimizer_state_and_buffers_reach_the_driver_once():
     second = server.state(params=False)
     again = second["groups"][0]
     assert again["optimizer"] is again["buffers"] is None and again["episodes"] == again["exits"] == []
+
+
+def test_a_fenced_group_changes_nothing_and_its_last_record_is_handed_over_once():
+    server = ParameterServer(np.zeros(2, np.float32), steps_before=0)
+    server.exchange(0, None, 0, report())
+    server.exchange(1, None, 0, report())
+    returns, lengths = np.array([9.0]), np.array([9.0])
+    server.exchange(0, np.ones(2, np.float32), 0, report(steps=10, episodes=[(0, returns, lengths)]))
+    last = server.fence(0)
+    assert last["counters"][0, STEPS] == 10 and last["episodes"][0][0] == 0 and last["exchanges"] == 1
+    assert server.exchange(0, np.ones(2, np.float32), 1, report(steps=99, episodes=[(0, returns, lengths)])) is None
+    params, version, steps = server.exchange(1, np.ones(2, np.float32), 1, report(steps=5))
+    assert params.tolist() == [2, 2] and version == 2 and steps == 15  # the fenced group's refused push counts nowhere
+    assert list(server.state(params=False)["groups"]) == [1]
+    assert server.fence(0)["episodes"] == [] and server.fence(7)["counters"] is None  # never registered: nothing

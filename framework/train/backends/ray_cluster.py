@@ -14,7 +14,8 @@ a checkpoint of either backend resumes with the other.
 
 `trainer.ray.address: null` starts a Ray of `nodes` simulated nodes on this
 machine (`ray.cluster_utils.Cluster`: each its own raylet and 1 CPU) in a
-temporary directory, and shuts all of it down at the end; an address joins
+temporary directory, and shuts all of it down at the end; a watcher process
+(`ray_watcher`) does it when `train` dies first (SIGKILL). An address joins
 a cluster, where only the run's own actors are removed. Groups are pinned to
 nodes with a hard node-affinity strategy (simulated nodes share one IP).
 
@@ -22,6 +23,11 @@ Faults: a group whose actor dies (its node lost) or that has not exchanged
 for `trainer.ray.timeout_s` (a hung node) is reported as lost
 (`WorkerExit.lost`): the run goes on without it, or the monitor restarts it
 on the node with the fewest groups; `node_failures` goes into summary.json.
+A lost group is fenced first (Note [fencing] in `ray_server`): a hung node's
+actor, declared dead by Ray but still running where ray.kill cannot reach
+it, changes neither the global parameters nor any count from then on, and
+stops its workers at its next exchange. The run's counts are the reports the
+server accepted, the same ones its step budget sums.
 A parameter server that dies or does not answer within `timeout_s` stops
 the run (BackendError): the last checkpoint stays as it was written.
 """
@@ -30,12 +36,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
+from framework.train.backends import ray_watcher
 from framework.train.backends.ray_node import NodeGroup, buffers_of, load_buffers
 from framework.train.backends.ray_server import ParameterServer
 from framework.train.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
@@ -107,6 +113,7 @@ class RayBackend(Backend):
         self.node_failures = 0
         self._cluster: Any = None
         self._tmpdir: str | None = None
+        self._watcher: Any = None
         self._server: Any = None
         self._stopped = False
         self._restore_env: list[Callable[[], None]] = []
@@ -151,8 +158,7 @@ class RayBackend(Backend):
 
         if "RAY_AUTH_MODE" not in os.environ:  # else Ray turns token auth on and writes ~/.ray/auth_token
             self._restore_env.append(set_environment({"RAY_AUTH_MODE": "disabled"}))
-        # In /tmp, not $TMPDIR: Ray's socket paths under it must stay under 108 characters.
-        self._tmpdir = tempfile.mkdtemp(prefix="hogshare-ray-", dir="/tmp")
+        self._watcher, self._tmpdir = ray_watcher.start()  # before anything of the cluster exists
         os.makedirs(os.path.join(self._tmpdir, "ray"))  # RAY_TMPDIR must hold a ray/ folder
         self._restore_env.append(set_environment({"RAY_TMPDIR": self._tmpdir}))  # Ray's address file goes there
         common = {"object_store_memory": OBJECT_STORE_BYTES, "log_to_stderr": False}
@@ -184,6 +190,9 @@ class RayBackend(Backend):
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+        if self._watcher is not None:
+            ray_watcher.stop(self._watcher)
+            self._watcher = None
         while self._restore_env:
             self._restore_env.pop()()
 
@@ -277,7 +286,10 @@ class RayBackend(Backend):
         return exits
 
     def _lose(self, group: Group, why: str) -> None:
+        """Report the group lost, once its start is fenced at the server and the server's last record of it taken:
+        what it does from now on (a hung node's actor, which ray.kill cannot reach, may run on) counts nowhere."""
         self.ray.kill(group.actor)
+        self._take(group.incarnation, self._ask(self._server.fence.remote(group.incarnation)))
         group.lost, group.serving, group.running = True, None, set()
         self.node_failures += 1
         left = sum(1 for g in self.groups if not g.lost)
@@ -288,27 +300,33 @@ class RayBackend(Backend):
     def _pull(self, params: bool = False) -> None:
         """The groups' reports into the run's statistics; the global parameters into its model with `params`, or
         when the model's copy is PARAMS_EVERY_S old."""
-        ray = self.ray
         now = self._last_pull = time.monotonic()
         params = params or now - self._params_pulled >= PARAMS_EVERY_S
-        try:
-            state = ray.get(self._server.state.remote(params), timeout=self.settings["timeout_s"])
-        except ray.exceptions.RayError as exc:  # it died, or did not answer within timeout_s
-            raise BackendError(f"the parameter server was lost ({type(exc).__name__}); the last checkpoint is "
-                               f"kept, and train --resume continues from it") from None
+        state = self._ask(self._server.state.remote(params))
         if params:
             self.params[...] = state["params"]
             self._params_pulled = now
-        for incarnation, report in state["groups"].items():
-            self._records[incarnation] = report
-            if report["optimizer"] is not None:
-                self._take_state(incarnation, report)
-            group = self._incarnations[incarnation]
-            if group.incarnation != incarnation or group.lost:
-                continue  # a lost start of the group: its counters were kept in the base
-            self._apply(group, report)
+        for incarnation, report in state["groups"].items():  # the fenced ones, lost, are not there
+            group = self._take(incarnation, report)
             if group.serving is not None and report["silent_s"] > self.settings["timeout_s"]:
                 self._lose(group, f"no exchange for {report['silent_s']:.1f} s (trainer.ray.timeout_s)")
+
+    def _ask(self, call: Any) -> Any:
+        """What a call of the parameter server returns; BackendError when it died or did not answer in timeout_s."""
+        try:
+            return self.ray.get(call, timeout=self.settings["timeout_s"])
+        except self.ray.exceptions.RayError as exc:
+            raise BackendError(f"the parameter server was lost ({type(exc).__name__}); the last checkpoint is "
+                               f"kept, and train --resume continues from it") from None
+
+    def _take(self, incarnation: int, report: dict[str, Any]) -> Group:
+        """A report of one start of a group, as the server accepted it, into the run's statistics; the group."""
+        self._records[incarnation] = report
+        if report["optimizer"] is not None:
+            self._take_state(incarnation, report)
+        group = self._incarnations[incarnation]
+        self._apply(group, report)
+        return group
 
     def _take_state(self, incarnation: int, report: dict[str, Any]) -> None:
         """A group's optimizer state and buffers into the run's, unless a group with more env steps sent the ones

@@ -15,7 +15,9 @@ Workers are started, restarted and joined from `serve`'s thread: the kernel
 kills them when that thread's process dies (`die_with_parent`), so a node
 killed outright leaves no orphan. An exchange that takes longer than
 `trainer.ray.timeout_s` ends the group (its workers stopped): the driver
-counts it as lost.
+counts it as lost. So does an exchange the server refuses: the driver
+declared the group lost and fenced it (Note [fencing] in `ray_server`), and
+the group stops its workers without another exchange.
 """
 from __future__ import annotations
 
@@ -33,6 +35,13 @@ from framework.device import to_host
 from framework.train.backends.base import Config, Launch, WorkerExit, share_model
 from framework.train.backends.local import LocalBackend
 from framework.train.run_stats import STEPS
+
+FENCED = "the parameter server refused its exchange (the driver had declared it lost)"
+
+
+class Fenced(Exception):
+    """The parameter server refused the group's exchange: the driver declared it lost."""
+
 
 def buffers_of(model: Any) -> dict[str, np.ndarray]:
     """Host copies of a model's buffers (normalisation statistics), by name."""
@@ -95,11 +104,16 @@ class NodeGroup:
         except ray.exceptions.RayError as exc:  # the server died or did not answer within timeout_s
             self._stop_pool()
             return f"its exchange with the parameter server failed ({type(exc).__name__})"
+        except Fenced:
+            self._stop_pool()
+            return FENCED
         self._stop_pool()
         try:
             self._exchange(final=True)
         except ray.exceptions.RayError as exc:
             return f"its last exchange with the parameter server failed ({type(exc).__name__})"
+        except Fenced:
+            return FENCED
         return None
 
     def _stop_pool(self) -> None:
@@ -127,9 +141,12 @@ class NodeGroup:
                   "buffers": buffers_of(self.model) if send_state else None}
         current = self.params.copy()
         started = time.monotonic()
-        params, version, run_steps = ray.get(
+        reply = ray.get(
             self.server.exchange.remote(self.group, current - self.base if delta else None, self.version, report),
             timeout=self.settings["timeout_s"])
+        if reply is None:
+            raise Fenced
+        params, version, run_steps = reply
         if delta:
             self.exchange_s += time.monotonic() - started
         self.params += params - current  # keeps what the workers did during the exchange
