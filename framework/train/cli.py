@@ -235,5 +235,9 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         signum = getattr(exc, "signum", signal.SIGINT)
         _fail("evaluate", f"stopped by {signal.Signals(signum).name}" + ("; nothing was written" if record else ""))
         return 128 + signum
+    except Exception as exc:  # an environment that raises while it plays: reported as train reports evaluations
+        _fail("evaluate", f"evaluation failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                          + ("; nothing was written" if record else ""))
+        return 1
     print(result.text, file=Output(sys.stdout), flush=True)
     return 0

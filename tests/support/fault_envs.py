@@ -149,12 +149,14 @@ class SlowToMakeCartPole(CartPoleEnv):
 
 
 class EndlessCartPole(CartPoleEnv):
-    """A CartPole whose episodes never end (never terminated; registered without a time limit)."""
+    """A CartPole whose episodes never end (never terminated; registered without a time limit). The cart and the
+    pole are held within CartPole's bounds, so that it renders however long it runs."""
 
     def step(self, action):
         obs, reward, _, _, info = super().step(action)
         self.steps_beyond_terminated = None  # CartPole warns once stepped past its end
-        return obs, reward, False, False, info
+        self.state = np.clip(self.state, -2.0, 2.0)
+        return self.state.astype(np.float32), reward, False, False, info
 
 
 class HugeRewardCartPole(CartPoleEnv):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from framework.train import read_checkpoint
 from run_configs import cartpole_config
 from train_cli import CHECKOUT, cli_env, run_cli, train, write_config
 
@@ -67,8 +68,14 @@ def test_a_console_script_finds_the_users_module_in_the_current_directory(tmp_pa
 
 
 def test_model_factory_trains_resumes_and_evaluates(tmp_path):
+    """A network without normalisation statistics of its own, under env.normalize_obs and normalize_reward: the
+    ones hogshare adds are shared and checkpointed."""
     config = _config("custom_envs:MoveToGoal", model={"factory": "custom_envs:tiny_model", "kwargs": {"width": 8}})
+    config["env"].update(normalize_obs=True, normalize_reward=True)
     run_dir = _trained_and_evaluated(tmp_path, config)
+    saved = read_checkpoint(run_dir)
+    assert saved["obs_norm.mean"].shape == (1,) and saved["return_norm.mean"].shape == (1,)
+    assert saved["obs_norm.count"][0] > 100 and saved["return_norm.count"][0] > 100  # the workers' updates
     resumed = run_cli("train", "--resume", run_dir, "--set", "trainer.max_seconds=4")
     assert resumed.returncode == 0, resumed.stderr
     evaluated = run_cli("evaluate", "--run", run_dir, "--episodes", 1)

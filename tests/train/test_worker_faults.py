@@ -279,3 +279,8 @@ def test_an_evaluation_that_raises_is_reported_once_and_training_goes_on(logdir)
     result = _summary(only_run_dir(logdir))
     assert result["stop_reason"] == "total_steps reached" and result["env_steps"] >= 6000
     assert "evaluation" not in result and result["exit_code"] == 1
+    evaluated = run_cli("evaluate", "--run", only_run_dir(logdir), "--episodes", 2)  # the same env raises there
+    assert evaluated.returncode == 1 and evaluated.stdout == ""
+    assert evaluated.stderr == ("evaluate: evaluation failed: EnvError: environment "
+                                "fault_envs:EvaluationFaultCartPole-v0 (worker 0, env 0) raised in step: RuntimeError: "
+                                "injected fault in an evaluation\n"), evaluated.stderr

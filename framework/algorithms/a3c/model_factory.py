@@ -17,6 +17,7 @@ import numpy as np
 import framework
 from framework import nn
 from framework.algorithms import user_code
+from framework.algorithms.a3c.normalization import RunningMeanStd
 from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout
 from framework.train.schema import ConfigError, one_line, printable
 
@@ -46,6 +47,20 @@ def build(spec: str, layout: ObservationLayout, action_space: gym.Space, section
         raise _refuse(spec, f"calling it raised {type(exc).__name__}: {exc}") from None
 
 
+def add_statistics(model: Any, layout: ObservationLayout, env: Mapping[str, Any]) -> Any:
+    """model with the RunningMeanStd statistics env.normalize_obs / normalize_reward need, as the built-in
+    ActorCritic holds them (`obs_norm` of the observation's shape, `return_norm` of (1,)), where it has none of
+    its own: a user's network needs no normalisation code, and the statistics are shared, checkpointed and
+    exported as the built-in model's."""
+    if not isinstance(model, nn.Module):
+        return model  # check_model refuses it
+    if env["normalize_obs"] and getattr(model, "obs_norm", None) is None:
+        model.obs_norm = RunningMeanStd(layout.shape)
+    if env["normalize_reward"] and getattr(model, "return_norm", None) is None:
+        model.return_norm = RunningMeanStd((1,))
+    return model
+
+
 def _refuse(spec: str, problem: str) -> ConfigError:
     return ConfigError(printable(one_line(f"config key 'model.factory': got {spec!r}; {problem}"), limit=1000))
 
@@ -55,8 +70,9 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 
 def check_model(spec: str, model: Any, layout: ObservationLayout, head: ActionHead, env: Mapping[str, Any]) -> None:
-    """ConfigError naming the first thing the model lacks: a member of MEMBERS, log_std for Box actions, the
-    statistics env.normalize_obs / normalize_reward need, or the output shapes of one forward pass."""
+    """ConfigError naming the first thing the model lacks: a member of MEMBERS, log_std for Box actions,
+    statistics of its own that do not fit (`add_statistics` adds missing ones), or the output shapes of one
+    forward pass."""
     if not isinstance(model, nn.Module):
         raise _refuse(spec, f"it returned a {type(model).__name__}; allowed: an nn.Module with the members of "
                             f"framework.algorithms.a3c.ActorCriticBase")
@@ -68,10 +84,12 @@ def check_model(spec: str, model: Any, layout: ObservationLayout, head: ActionHe
     if head.continuous and _shape(log_std) != (head.size,):
         raise _refuse(spec, f"its log_std has shape {_shape(log_std)}; allowed: a Parameter of shape "
                             f"({head.size},) for the Box actions")
-    for key, attribute in (("normalize_obs", "obs_norm"), ("normalize_reward", "return_norm")):
-        if env[key] and getattr(model, attribute, None) is None:
-            raise _refuse(spec, f"its model has no {attribute}, which env.{key} true needs; allowed: a model "
-                                f"with a RunningMeanStd {attribute} (a3c.normalization), or env.{key} false")
+    for key, attribute, shape in (("normalize_obs", "obs_norm", layout.shape),
+                                  ("normalize_reward", "return_norm", (1,))):
+        statistics = getattr(model, attribute, None)
+        if env[key] and not (isinstance(statistics, RunningMeanStd) and _shape(statistics.mean) == tuple(shape)):
+            raise _refuse(spec, f"its {attribute} is a {type(statistics).__name__}; allowed: a RunningMeanStd "
+                                f"of shape {tuple(shape)} (a3c.normalization), or none (hogshare adds one)")
     sample = framework.as_tensor(layout.batch([layout.space.sample() for _ in range(SAMPLE_BATCH)]))
     expected = {"policy output": (SAMPLE_BATCH, head.size), "value": (SAMPLE_BATCH,)}
     try:

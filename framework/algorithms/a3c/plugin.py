@@ -151,7 +151,7 @@ class A3C(Algorithm):
         """The model.factory's model for these spaces, or the built-in ActorCritic."""
         m, env = config["model"], config["env"]
         if m["factory"] is not None:
-            return model_factory.build(m["factory"], layout, head.space, m)
+            return model_factory.add_statistics(model_factory.build(m["factory"], layout, head.space, m), layout, env)
         packed = layout.image_shape is not None and layout.vector_size > 0
         return ActorCritic(layout.shape, m["hidden"], m["activation"], m["lstm"], head.size, head.continuous,
                            _conv_layers(config, layout), uint8_frames=layout.dtype == np.uint8,

@@ -287,8 +287,8 @@ def test_non_finite_update_is_not_applied():
 def test_evaluate_runs_greedy_episodes(lstm):
     config = validate({"model": {"hidden": [8], "lstm": lstm}, "env": {"kwargs": {"max_episode_steps": 30}}})
     result = A3C.evaluate(A3C.build_model(config), config, episodes=4, seed=0)
-    assert set(result.metrics) == {"return_mean", "return_std"}
-    assert 1 <= result.metrics["return_mean"] <= 30
+    assert set(result.metrics) == {"return_mean", "return_std", "episodes_cut"}
+    assert 1 <= result.metrics["return_mean"] <= 30 and result.metrics["episodes_cut"] == 0
     assert result.text.startswith("return over 4 greedy episodes: ")
 
 
@@ -311,7 +311,7 @@ def test_evaluate_plays_the_most_likely_action(vectorize):
             steps, done = steps + 1, terminated or truncated
         returns.append(steps)
     assert A3C.evaluate(model, config, episodes=4, seed=7).metrics == pytest.approx(
-        {"return_mean": np.mean(returns), "return_std": np.std(returns)})
+        {"return_mean": np.mean(returns), "return_std": np.std(returns), "episodes_cut": 0})
 
 
 def test_learning_rate_schedule_and_optimizers():

@@ -18,7 +18,7 @@ def test_hogwild_config_holds_only_its_own_sections():
     """No environment, no LSTM flag, no return target: those belong to A3C."""
     cfg = default_config("hogwild")
     assert list(cfg) == ["experiment", "seed", "dataset", "model", "algorithm", "optimizer", "trainer", "logging"]
-    assert cfg["experiment"] == "hogwild" and cfg["model"] == {"hidden": [128], "activation": "relu"}
+    assert cfg["experiment"] == "hogwild-mnist_teacher" and cfg["model"] == {"hidden": [128], "activation": "relu"}
     assert "target_return" not in cfg["trainer"] and "target_window" not in cfg["trainer"]
     a3c = default_config("a3c")
     assert list(a3c) == ["experiment", "seed", "env", "model", "algorithm", "optimizer", "trainer", "logging"]
