@@ -35,6 +35,8 @@ SHM_DIR = Path("/dev/shm")
 MANAGER_ENV = "HOGSHARE_SHM_MANAGER"
 GRACE_ENV = "HOGSHARE_SHM_MANAGER_GRACE_S"
 _GROUP_IN_MAPS = re.compile(rb"/dev/shm/hogshare_([0-9a-f]+)_")
+HELPERS = ("resource_tracker", "sharing/watcher.py")
+"""What the command lines of a run's helper processes hold (they are not workers)."""
 
 
 # -- configs -------------------------------------------------------------------------------------
@@ -138,17 +140,18 @@ def still_alive(pids: Iterable[int], timeout: float) -> list[int]:
 
 
 def worker_pids(main_pid: int, count: int, timeout: float = 60) -> list[int]:
-    """The worker processes of a running `train`: leaves of its process tree, less multiprocessing's helpers.
+    """The worker processes of a running `train`: leaves of its process tree, less its helpers.
 
     A fork server has the workers as children, so it is never a leaf once they
-    run; the resource tracker is recognised by its command line.
+    run; the resource tracker and a watcher (`sharing.watcher`) are recognised
+    by their command lines.
     """
     found: list[int] = []
 
     def ready() -> bool:
         nonlocal found
         tree = descendants(main_pid)
-        found = sorted(p for p in tree if not children(p) and "resource_tracker" not in cmdline(p))
+        found = sorted(p for p in tree if not children(p) and not any(helper in cmdline(p) for helper in HELPERS))
         return len(found) >= count
 
     if not wait_until(ready, timeout):

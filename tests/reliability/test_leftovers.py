@@ -1,5 +1,5 @@
 """What killed runs leave behind (fault 15): the temp file of a checkpoint write cut short by SIGKILL, the fork
-server's socket directory in /tmp, and a second `train` that would write into a run directory in use."""
+server's socket directory in /tmp (SIGKILL of the main process, or of its whole process group), and a second `train` that would write into a run directory in use."""
 import os
 import signal
 
@@ -49,6 +49,21 @@ def test_killed_forkserver_run_leaves_no_socket_directory(watch, tmp_path, logdi
     workers = worker_pids(run.pid, 2)
     assert list(watch.tmpdir.glob("pymp-*/listener-*")), os.listdir(watch.tmpdir)
     run.proc.kill()
+    assert run.finish() == -signal.SIGKILL
+    assert still_alive(workers, 5) == []
+    assert wait_until(lambda: not list(watch.tmpdir.glob("pymp-*")), 10), os.listdir(watch.tmpdir)
+
+
+@pytest.mark.fault("15", "SIGKILL of the whole process group of a forkserver run (`kill -9 -PGID`: main process, "
+                         "fork server, workers and resource tracker at once; TMPDIR private to the test)",
+                   "a watcher in a session of its own removes the /tmp/pymp-* directory of the fork server's socket: "
+                   "nothing is left in TMPDIR (it stayed for good: the fork server died before it could)")
+def test_group_killed_forkserver_run_leaves_no_socket_directory(watch, tmp_path, logdir):
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"start_method": "forkserver"}))
+    run = Train(watch, "--config", config, "--logdir", logdir, start_new_session=True)
+    workers = worker_pids(run.pid, 2)
+    assert list(watch.tmpdir.glob("pymp-*/listener-*")), os.listdir(watch.tmpdir)
+    os.killpg(run.pid, signal.SIGKILL)
     assert run.finish() == -signal.SIGKILL
     assert still_alive(workers, 5) == []
     assert wait_until(lambda: not list(watch.tmpdir.glob("pymp-*")), 10), os.listdir(watch.tmpdir)
