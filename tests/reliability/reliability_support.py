@@ -35,6 +35,7 @@ SHM_DIR = Path("/dev/shm")
 MANAGER_ENV = "HOGSHARE_SHM_MANAGER"
 GRACE_ENV = "HOGSHARE_SHM_MANAGER_GRACE_S"
 _GROUP_IN_MAPS = re.compile(rb"/dev/shm/hogshare_([0-9a-f]+)_")
+_SEMAPHORE_IN_MAPS = re.compile(rb"/dev/shm/(sem\.\S+)$", re.MULTILINE)
 HELPERS = ("resource_tracker", "sharing/watcher.py")
 """What the command lines of a run's helper processes hold (they are not workers)."""
 
@@ -114,6 +115,11 @@ def fd_count(pid: int) -> int:
 def mapped_groups(pid: int) -> set[str]:
     """The file_system manager groups whose /dev/shm segments the process maps."""
     return {m.decode() for m in _GROUP_IN_MAPS.findall(_read(pid, "maps") or b"")}
+
+
+def mapped_semaphores(pid: int) -> set[str]:
+    """The names of the named semaphores in /dev/shm that the process maps (an unlinked one is "(deleted)")."""
+    return {m.decode() for m in _SEMAPHORE_IN_MAPS.findall(_read(pid, "maps") or b"")}
 
 
 def group_names(group: str) -> list[str]:
