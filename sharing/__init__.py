@@ -9,7 +9,8 @@ the sender's memory; other arrays are copied as usual. On top come
 ``share_array``, ``empty_shared`` and ``is_shared``, the two sharing strategies
 of ``torch.multiprocessing``, a ``spawn`` that reports failed children, and
 ``RingQueue``, a Queue over a ring buffer in shared memory for when the
-queue's own cost matters.
+queue's own cost matters, and ``RobustLock``, a Lock that names nothing in
+/dev/shm and that a killed holder does not deadlock.
 """
 import importlib
 import multiprocessing
@@ -18,14 +19,16 @@ from multiprocessing import *  # noqa: F401,F403  (the drop-in part)
 from . import lifecycle, reductions  # noqa: F401  (reductions registers the reducers)
 from .arrays import empty_shared, is_shared, share_array, storage_of
 from .ring_queue import RingQueue
+from .robust_lock import RobustLock
 from .spawning import (ProcessContext, ProcessException, ProcessExitedException, ProcessRaisedException,
                        spawn)
 from .storage import Storage
 from .strategies import get_all_sharing_strategies, get_sharing_strategy, set_sharing_strategy
 
-__all__ = [*multiprocessing.__all__, "RingQueue", "Storage", "empty_shared", "get_all_sharing_strategies",
-           "get_sharing_strategy", "is_shared", "set_sharing_strategy", "share_array", "spawn", "storage_of",
-           "ProcessContext", "ProcessException", "ProcessExitedException", "ProcessRaisedException"]
+__all__ = [*multiprocessing.__all__, "RingQueue", "RobustLock", "Storage", "empty_shared",
+           "get_all_sharing_strategies", "get_sharing_strategy", "is_shared", "set_sharing_strategy", "share_array",
+           "spawn", "storage_of", "ProcessContext", "ProcessException", "ProcessExitedException",
+           "ProcessRaisedException"]
 
 
 def __getattr__(name: str):

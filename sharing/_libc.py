@@ -1,5 +1,5 @@
 """The few libc calls the standard library lacks: mmap returning a raw address, munmap, prctl,
-and the robust mutex and futexes the ring queue is built on.
+and the robust mutex and futexes the ring queue and RobustLock are built on.
 
 Mappings are made with libc rather than the ``mmap`` module because ``mmap.mmap``
 duplicates the file descriptor it is given and hides the copy, which would
@@ -8,6 +8,7 @@ double the descriptors a shared storage costs.
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import platform
@@ -58,7 +59,7 @@ def prctl(option: int, arg: int) -> None:
         _raise_errno(f"prctl({option}) failed")
 
 
-# --- a robust process-shared mutex and futexes, for the ring queue (see ring_queue) -------------------------
+# --- a robust process-shared mutex and futexes, for the ring queue (see ring_queue) and RobustLock ----------
 
 class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
@@ -152,6 +153,24 @@ def lock_mutex(addr: int, timeout_s: float | None) -> int:
     else:
         lock = functools.partial(_libc.pthread_mutex_timedlock, addr, _timespec(time.time() + max(timeout_s, 0.0)))
     return tuple(map(_run, (lock, functools.partial(_consistent, addr))))[0]
+
+
+def take_mutex(steps: tuple[functools.partial, functools.partial], addr: int, block: bool,
+               deadline: float | None) -> bool:
+    """Lock the mutex at `addr` (`steps` its `try_lock_steps`), waiting if `block` until `deadline` (monotonic;
+    None: however long it takes); False if it was not taken. After an owner that died holding it the mutex is
+    taken like any other (marked consistent): its users have nothing to repair. Call it inside a `try` whose
+    `finally` unlocks, taken or not (see Note [taking the mutex under Python signal handlers])."""
+    err = try_lock_mutex(steps)
+    if err == errno.EBUSY:
+        if not block:
+            return False
+        err = lock_mutex(addr, None if deadline is None else deadline - time.monotonic())
+    if err == errno.ETIMEDOUT:
+        return False
+    if err and err != errno.EOWNERDEAD:
+        raise OSError(err, f"locking the mutex at {addr:#x}: {os.strerror(err)}")
+    return True
 
 
 def futex_wait(addr: int, expected: int, timeout_s: float) -> None:

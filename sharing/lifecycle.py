@@ -1,5 +1,5 @@
 """Process lifetime helpers: children that die with their parent, start with signals blocked, and are terminated;
-and a fork server that cleans up after itself.
+and a fork server whose socket directory does not outlive the program.
 
 A child started while its parent blocks a signal begins life with that signal
 blocked (fork, and exec, keep the mask), so a Ctrl-C that reaches the whole
@@ -7,7 +7,9 @@ process group while a child is still importing stays pending instead of
 killing it half-started; the child then ignores it and unblocks
 (`ignore_signals`), which discards it. Costs two system calls per start.
 Importing this module puts `sharing.forkserver_cleanup` on the fork server's
-preload list (see there).
+preload list (see there): the server removes its socket directory when the
+main process is killed alone. `watch_forkserver_directory` covers a kill of
+the whole process group, fork server included.
 """
 from __future__ import annotations
 
@@ -15,13 +17,14 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
+import multiprocessing.util
 import os
 import signal
 import threading
 import time
 from typing import Iterable, Iterator
 
-from . import _libc
+from . import _libc, watcher
 
 
 def die_with_parent() -> None:
@@ -101,6 +104,18 @@ def preload_forkserver_cleanup() -> None:
     modules = list(getattr(multiprocessing.forkserver._forkserver, "_preload_modules", None) or ["__main__"])
     if FORKSERVER_CLEANUP not in modules:
         multiprocessing.forkserver.set_forkserver_preload(modules + [FORKSERVER_CLEANUP])
+
+
+_watchers: dict[str, object] = {}  # multiprocessing's temporary directory -> its watcher, once started
+
+
+def watch_forkserver_directory() -> None:
+    """Before the fork server starts: have a watcher (`sharing.watcher`) remove multiprocessing's temporary
+    directory, where the server's socket goes, once this process dies, even when the fork server dies with it
+    (SIGKILL of the whole process group). One watcher per directory; OSError when it did not start."""
+    directory = multiprocessing.util.get_temp_dir()
+    if directory not in _watchers:
+        _watchers[directory] = watcher.watch(directory)
 
 
 preload_forkserver_cleanup()

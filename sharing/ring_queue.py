@@ -54,7 +54,6 @@ message larger than the ring is refused with a ValueError.
 """
 from __future__ import annotations
 
-import errno
 import io
 import os
 import pickle
@@ -82,7 +81,7 @@ _HINTS_AT = _WORDS_AT + 4 * 8
 _RING_AT = _HINTS_AT + 2 * 4
 _HIGH_HALF = 4 if sys.byteorder == "little" else 0
 
-_try_lock, _unlock = _libc.try_lock_mutex, _libc.unlock_mutex
+_unlock = _libc.unlock_mutex
 
 
 class _LiveDispatch:
@@ -245,16 +244,7 @@ class RingQueue:
         holder that died mid-message left the words as they were: nothing to
         repair, so EOWNERDEAD is a lock like any other.
         """
-        err = _try_lock(self._try_lock_steps)
-        if err == errno.EBUSY:
-            if not block:
-                return False
-            err = _libc.lock_mutex(self._mutex, None if deadline is None else deadline - time.monotonic())
-        if err == errno.ETIMEDOUT:
-            return False
-        if err and err != errno.EOWNERDEAD:
-            raise OSError(err, f"locking {self!r}: {os.strerror(err)}")
-        return True
+        return _libc.take_mutex(self._try_lock_steps, self._mutex, block, deadline)
 
     def _sleep(self, futex: int, seen: int, waiting: int, deadline: float | None) -> bool:
         """With the mutex held: release it, sleep while the futex holds `seen` (a slice at most), take it back.

@@ -35,6 +35,9 @@ SHM_DIR = Path("/dev/shm")
 MANAGER_ENV = "HOGSHARE_SHM_MANAGER"
 GRACE_ENV = "HOGSHARE_SHM_MANAGER_GRACE_S"
 _GROUP_IN_MAPS = re.compile(rb"/dev/shm/hogshare_([0-9a-f]+)_")
+_SEMAPHORE_IN_MAPS = re.compile(rb"/dev/shm/(sem\.\S+)$", re.MULTILINE)
+HELPERS = ("resource_tracker", "sharing/watcher.py")
+"""What the command lines of a run's helper processes hold (they are not workers)."""
 
 
 # -- configs -------------------------------------------------------------------------------------
@@ -114,6 +117,11 @@ def mapped_groups(pid: int) -> set[str]:
     return {m.decode() for m in _GROUP_IN_MAPS.findall(_read(pid, "maps") or b"")}
 
 
+def mapped_semaphores(pid: int) -> set[str]:
+    """The names of the named semaphores in /dev/shm that the process maps (an unlinked one is "(deleted)")."""
+    return {m.decode() for m in _SEMAPHORE_IN_MAPS.findall(_read(pid, "maps") or b"")}
+
+
 def group_names(group: str) -> list[str]:
     """The /dev/shm names of one file_system manager group."""
     return sorted(p.name for p in SHM_DIR.glob(f"hogshare_{group}_*"))
@@ -138,17 +146,18 @@ def still_alive(pids: Iterable[int], timeout: float) -> list[int]:
 
 
 def worker_pids(main_pid: int, count: int, timeout: float = 60) -> list[int]:
-    """The worker processes of a running `train`: leaves of its process tree, less multiprocessing's helpers.
+    """The worker processes of a running `train`: leaves of its process tree, less its helpers.
 
     A fork server has the workers as children, so it is never a leaf once they
-    run; the resource tracker is recognised by its command line.
+    run; the resource tracker and a watcher (`sharing.watcher`) are recognised
+    by their command lines.
     """
     found: list[int] = []
 
     def ready() -> bool:
         nonlocal found
         tree = descendants(main_pid)
-        found = sorted(p for p in tree if not children(p) and "resource_tracker" not in cmdline(p))
+        found = sorted(p for p in tree if not children(p) and not any(helper in cmdline(p) for helper in HELPERS))
         return len(found) >= count
 
     if not wait_until(ready, timeout):

@@ -1,13 +1,15 @@
 """What killed runs leave behind (fault 15): the temp file of a checkpoint write cut short by SIGKILL, the fork
-server's socket directory in /tmp, and a second `train` that would write into a run directory in use."""
+server's socket directory in /tmp and a Hogwild lock in /dev/shm (SIGKILL of the main process, or of its whole
+process group), and a second `train` that would write into a run directory in use."""
 import os
 import signal
 
 import pytest
 
 from framework.train.checkpoint import load_checkpoint
-from reliability_support import (Train, fast_config, run_cli, still_alive, wait_for_file, wait_for_run_dir,
-                                 wait_until, worker_pids, write_config)
+from reliability_support import (SHM_DIR, Train, fast_config, mapped_semaphores, run_cli, still_alive, wait_for_file,
+                                 wait_for_run_dir, wait_until, worker_pids, write_config)
+from run_configs import hogwild_config
 from train_cli import summary
 
 pytestmark = pytest.mark.timeout(180)
@@ -52,6 +54,42 @@ def test_killed_forkserver_run_leaves_no_socket_directory(watch, tmp_path, logdi
     assert run.finish() == -signal.SIGKILL
     assert still_alive(workers, 5) == []
     assert wait_until(lambda: not list(watch.tmpdir.glob("pymp-*")), 10), os.listdir(watch.tmpdir)
+
+
+@pytest.mark.fault("15", "SIGKILL of the whole process group of a forkserver run (`kill -9 -PGID`: main process, "
+                         "fork server, workers and resource tracker at once; TMPDIR private to the test)",
+                   "a watcher in a session of its own removes the /tmp/pymp-* directory of the fork server's socket: "
+                   "nothing is left in TMPDIR (it stayed for good: the fork server died before it could)")
+def test_group_killed_forkserver_run_leaves_no_socket_directory(watch, tmp_path, logdir):
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"start_method": "forkserver"}))
+    run = Train(watch, "--config", config, "--logdir", logdir, start_new_session=True)
+    workers = worker_pids(run.pid, 2)
+    assert list(watch.tmpdir.glob("pymp-*/listener-*")), os.listdir(watch.tmpdir)
+    os.killpg(run.pid, signal.SIGKILL)
+    assert run.finish() == -signal.SIGKILL
+    assert still_alive(workers, 5) == []
+    assert wait_until(lambda: not list(watch.tmpdir.glob("pymp-*")), 10), os.listdir(watch.tmpdir)
+
+
+@pytest.mark.fault("15", "SIGKILL of the whole process group of a Hogwild run with `algorithm.locked: true` (spawn "
+                         "workers, resource tracker included) while it trains",
+                   "nothing the run named in /dev/shm is left: the lock is a robust mutex in a memfd, not a named "
+                   "semaphore (a /dev/shm/sem.mp-* stayed for good: only the killed resource tracker unlinks it)")
+def test_group_killed_locked_hogwild_run_leaves_no_semaphore(watch, tmp_path, logdir):
+    config = write_config(tmp_path / "c.yaml", hogwild_config(
+        algorithm={"locked": True}, trainer={"start_method": "spawn", "checkpoint_every_s": 0.3, "max_seconds": 120}))
+    run = Train(watch, "--config", config, "--logdir", logdir, start_new_session=True)
+    workers = worker_pids(run.pid, 2)
+    checkpoint = wait_for_file(wait_for_run_dir(logdir) / "checkpoints" / "checkpoint.npz")
+    assert wait_until(lambda: load_checkpoint(checkpoint)["run"]["env_steps"] > 0, 60), run.stderr
+    semaphores = set().union(*map(mapped_semaphores, [run.pid, *workers]))
+    os.killpg(run.pid, signal.SIGKILL)
+    assert run.finish() == -signal.SIGKILL
+    assert still_alive(workers, 5) == []
+    left = {name for name in semaphores if (SHM_DIR / name).exists()}
+    for name in left:
+        (SHM_DIR / name).unlink()
+    assert not left
 
 
 @pytest.mark.fault("15", "`train --resume` of a run directory while the run is still training in it",

@@ -216,3 +216,11 @@ def get_stopping_mid_message(queue, stuck) -> None:
     """Start getting a message and hang halfway through copying it out (after its length)."""
     queue._ring = _StopMidCopy(queue._ring, stuck, 2)
     queue.get()
+
+
+def hold_lock(lock, held) -> None:
+    """Take `lock`, say so, and keep it until killed."""
+    lock.acquire()
+    held.set()
+    while True:
+        time.sleep(60)

@@ -13,7 +13,9 @@ parameters directly, as in the Hogwild! paper and PyTorch's mnist_hogwild:
   minibatch SGD update touches only the coordinates active in the batch
   (`np.subtract.at` on the shared weights), as in the paper's RCV1 experiment.
 
-`locked: true` takes a lock around every update (the paper's comparison).
+`locked: true` takes a lock around every update (the paper's comparison): a
+`sharing.RobustLock`, which leaves nothing in /dev/shm whatever kills the
+run and which a worker killed while holding it does not deadlock.
 With `trainer.device: cuda:N` (dense data only) the shared classifier and
 the optimizer state live in GPU memory and each worker copies its minibatch
 there once per step; the sparse SVM's scatter updates run on the CPU only.
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 import framework
+import sharing
 from framework import nn
 from framework.algorithms.base import MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
 from framework.algorithms.hogwild import datasets
@@ -103,7 +106,7 @@ class Hogwild(Algorithm):
     def build_shared(self, config: Config, context: Any, ranks: range) -> SharedData:
         """The shards of `ranks` of the training set in shared memory, and the lock when `locked`."""
         data = datasets.build_training_data(config["dataset"], config["trainer"]["workers"], ranks)
-        return SharedData(data, context.Lock() if config["algorithm"]["locked"] else None)
+        return SharedData(data, sharing.RobustLock() if config["algorithm"]["locked"] else None)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         if isinstance(ctx.model, LinearSVM):

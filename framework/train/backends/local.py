@@ -11,7 +11,10 @@ a process killed outright (a Ray node) would leave in /dev/shm. SIGINT and SIGHU
 sends to the whole process group, are blocked while a worker starts and
 ignored once it runs (see `stop_signals`): the main process decides when to
 stop and tells it through shared memory. multiprocessing's resource tracker
-(a process of the same group) is started with them blocked too. Workers are
+(a process of the same group) is started with them blocked too, and for
+forkserver a watcher of the fork server's socket directory
+(`lifecycle.watch_forkserver_directory`), so that not even SIGKILL of the whole
+process group leaves it in TMPDIR. Workers are
 started with `trainer.start_method` and pin BLAS to one thread: through the
 environment for spawn and forkserver children, and with threadpoolctl in each
 worker, since a forked one inherits the BLAS thread pool numpy already made
@@ -141,6 +144,8 @@ class LocalBackend(Backend):
         self.ranks = range(launch.stats.workers) if ranks is None else ranks
         with lifecycle.signals_blocked(WORKER_IGNORED):  # the tracker of the run's semaphores outlives them too
             resource_tracker.ensure_running()
+        if config["trainer"]["start_method"] == "forkserver":
+            lifecycle.watch_forkserver_directory()
         self._context = sharing.get_context(config["trainer"]["start_method"])
         self._shared = launch.algorithm.build_shared(config, self._context, self.ranks)
         self._errors: dict[int, Any] = {}  # rank -> the reading end of its worker's traceback pipe

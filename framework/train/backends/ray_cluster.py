@@ -15,9 +15,11 @@ a checkpoint of either backend resumes with the other.
 `trainer.ray.address: null` starts a Ray of `nodes` simulated nodes on this
 machine (`ray.cluster_utils.Cluster`: each its own raylet and 1 CPU) in a
 temporary directory, and shuts all of it down at the end; a watcher process
-(`ray_watcher`) does it when `train` dies first (SIGKILL). An address joins
-a cluster, where only the run's own actors are removed. Groups are pinned to
-nodes with a hard node-affinity strategy (simulated nodes share one IP).
+(`sharing.watcher`: it stops every process whose RAY_TMPDIR is the
+directory or that has a file open in it, where Ray's write their logs) does
+it when `train` dies first (SIGKILL). An address joins a cluster, where
+only the run's own actors are removed. Groups are pinned to nodes with a
+hard node-affinity strategy (simulated nodes share one IP).
 
 Faults: a group whose actor dies (its node lost) or that has not exchanged
 for `trainer.ray.timeout_s` (a hung node) is reported as lost
@@ -41,16 +43,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
-from framework.train.backends import ray_watcher
 from framework.train.backends.ray_node import NodeGroup, buffers_of, load_buffers
 from framework.train.backends.ray_server import ParameterServer
 from framework.train.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
 from framework.train.startup import RunError
 from framework.train.stop_signals import STOP_SIGNALS
+from sharing import watcher
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 OBJECT_STORE_BYTES = 128 << 20
 """Object store of each simulated node, set explicitly: with a small /dev/shm Ray would fall back to /tmp."""
+DIRECTORY_PREFIX = "hogshare-ray-"
+DIRECTORY_PARENT = "/tmp"
+"""Not $TMPDIR: Ray's socket paths under the simulated cluster's directory must stay under 108 characters."""
 SIMULATED_CLUSTER_CONFIG = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
                             "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0,
                             "max_direct_call_object_size": 2 << 20, "worker_niceness": 0}
@@ -158,7 +163,7 @@ class RayBackend(Backend):
 
         if "RAY_AUTH_MODE" not in os.environ:  # else Ray turns token auth on and writes ~/.ray/auth_token
             self._restore_env.append(set_environment({"RAY_AUTH_MODE": "disabled"}))
-        self._watcher, self._tmpdir = ray_watcher.start()  # before anything of the cluster exists
+        self._watcher, self._tmpdir = watcher.watch_new(DIRECTORY_PARENT, DIRECTORY_PREFIX, "RAY_TMPDIR")
         os.makedirs(os.path.join(self._tmpdir, "ray"))  # RAY_TMPDIR must hold a ray/ folder
         self._restore_env.append(set_environment({"RAY_TMPDIR": self._tmpdir}))  # Ray's address file goes there
         common = {"object_store_memory": OBJECT_STORE_BYTES, "log_to_stderr": False}
@@ -191,7 +196,7 @@ class RayBackend(Backend):
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
         if self._watcher is not None:
-            ray_watcher.stop(self._watcher)
+            watcher.stop(self._watcher)
             self._watcher = None
         while self._restore_env:
             self._restore_env.pop()()
