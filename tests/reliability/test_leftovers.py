@@ -42,30 +42,22 @@ def test_temp_file_of_a_killed_checkpoint_write_is_removed_by_the_resume(watch, 
     assert summary(checkpoints.parent)["env_steps"] >= steps + 500
 
 
-@pytest.mark.fault("15", "SIGKILL of the main process of a forkserver run (TMPDIR private to the test)",
-                   "the workers and the fork server exit, and the fork server removes its socket and the "
-                   "/tmp/pymp-* directory around it: nothing is left in TMPDIR (today one directory per killed run)")
-def test_killed_forkserver_run_leaves_no_socket_directory(watch, tmp_path, logdir):
+@pytest.mark.fault("15", "SIGKILL of the main process of a forkserver run, or of its whole process group (`kill -9 "
+                         "-PGID`: main process, fork server, workers and resource tracker at once; TMPDIR private "
+                         "to the test)",
+                   "nothing is left in TMPDIR: the fork server removes its socket and the /tmp/pymp-* directory "
+                   "around it when the main process dies alone, and a watcher in a session of its own removes it "
+                   "when the fork server dies too (one directory per killed run stayed for good)")
+@pytest.mark.parametrize("group", [False, True], ids=["main process", "process group"])
+def test_killed_forkserver_run_leaves_no_socket_directory(watch, tmp_path, logdir, group):
     config = write_config(tmp_path / "c.yaml", fast_config(trainer={"start_method": "forkserver"}))
-    run = Train(watch, "--config", config, "--logdir", logdir)
+    run = Train(watch, "--config", config, "--logdir", logdir, start_new_session=group)
     workers = worker_pids(run.pid, 2)
     assert list(watch.tmpdir.glob("pymp-*/listener-*")), os.listdir(watch.tmpdir)
-    run.proc.kill()
-    assert run.finish() == -signal.SIGKILL
-    assert still_alive(workers, 5) == []
-    assert wait_until(lambda: not list(watch.tmpdir.glob("pymp-*")), 10), os.listdir(watch.tmpdir)
-
-
-@pytest.mark.fault("15", "SIGKILL of the whole process group of a forkserver run (`kill -9 -PGID`: main process, "
-                         "fork server, workers and resource tracker at once; TMPDIR private to the test)",
-                   "a watcher in a session of its own removes the /tmp/pymp-* directory of the fork server's socket: "
-                   "nothing is left in TMPDIR (it stayed for good: the fork server died before it could)")
-def test_group_killed_forkserver_run_leaves_no_socket_directory(watch, tmp_path, logdir):
-    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"start_method": "forkserver"}))
-    run = Train(watch, "--config", config, "--logdir", logdir, start_new_session=True)
-    workers = worker_pids(run.pid, 2)
-    assert list(watch.tmpdir.glob("pymp-*/listener-*")), os.listdir(watch.tmpdir)
-    os.killpg(run.pid, signal.SIGKILL)
+    if group:
+        os.killpg(run.pid, signal.SIGKILL)
+    else:
+        run.proc.kill()
     assert run.finish() == -signal.SIGKILL
     assert still_alive(workers, 5) == []
     assert wait_until(lambda: not list(watch.tmpdir.glob("pymp-*")), 10), os.listdir(watch.tmpdir)
