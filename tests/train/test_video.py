@@ -1,7 +1,6 @@
 """Videos of greedy episodes: `evaluate --record` (GIF, MP4) and `logging.video_every_s` (run directory and
 TensorBoard), each decoded back; the clear errors for a wrong suffix, a missing `video` extra, and an algorithm
 that plays no environment."""
-import importlib.util
 import os
 import re
 import shutil
@@ -19,6 +18,7 @@ from framework import algorithms
 from framework.train.checkpoint import load_checkpoint
 from framework.train.cli import evaluate_main
 from framework.train.config import MAX_SECONDS, ConfigError, validate
+from extras import ATARI
 from run_configs import cartpole_config
 from train_cli import call_main, cli_env, run_cli, snapshot, summary, train, write_config
 
@@ -209,8 +209,7 @@ def test_train_records_videos_into_the_run_and_tensorboard_and_resumes(tmp_path)
     assert {p.name for p in videos} < after and f"step-{summary(run)['env_steps']}.gif" in after
 
 
-@pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in ("ale_py", "cv2")),
-                    reason="the atari extra (ale-py, opencv) is not installed")
+@ATARI
 def test_atari_is_recorded_as_the_game_screen_not_the_network_input():
     config = validate({"env": {"id": "hogshare/Atari-v0", "kwargs": {"game": "ALE/Pong-v5"}}, "model": {"lstm": True},
                        "trainer": {"target_return": None}})

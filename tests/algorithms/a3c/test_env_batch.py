@@ -1,7 +1,6 @@
 """EnvBatch: batched stepping, auto-reset, truncation vs termination, spaces, and env errors; the vector path
 (one vector env: CartPole's own, in the version that resets in the same step) against the loop of envs, and
 ale-py's AtariVectorEnv against the wrapper chain."""
-import importlib.util
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from gymnasium.vector import AutoresetMode
 
 from framework.algorithms.a3c.cartpole_vector import SameStepCartPoleVectorEnv
 from framework.algorithms.a3c.envs import EnvBatch, EnvError, env_id_problem, make_env
+from extras import ATARI
 
 
 def test_batch_steps_resets_and_reports_episodes():
@@ -159,10 +159,6 @@ def test_uint8_images_stay_uint8():
     batch.step(np.array([0, 0]))
     out = batch.step(np.array([0, 0]))
     assert out.truncated.all() and out.truncated_obs.dtype == np.uint8 and out.truncated_obs.shape == (2, 2, 24, 24)
-
-
-ATARI = pytest.mark.skipif(importlib.util.find_spec("ale_py") is None or importlib.util.find_spec("cv2") is None,
-                           reason="the atari extra (ale-py, opencv) is not installed")
 
 
 @ATARI

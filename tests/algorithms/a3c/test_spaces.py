@@ -9,8 +9,10 @@ from framework.algorithms.a3c.model import FrameConv2d
 from framework.algorithms.a3c.plugin import A3C
 from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout
 from framework.train.config import validate
+from extras import ATARI, BOX2D
 
 
+@BOX2D
 def test_channels_last_images_are_transposed_and_step(tmp_path):
     batch = EnvBatch("CarRacing-v3", {}, 1, seed=0, vectorize=False)
     try:
@@ -20,6 +22,7 @@ def test_channels_last_images_are_transposed_and_step(tmp_path):
         batch.close()
 
 
+@ATARI
 def test_an_ale_id_trains_as_atari_with_the_convolutions():
     model = A3C().build_model(validate({"env": {"id": "ALE/Breakout-v5"}}))
     assert isinstance(model.body[0], FrameConv2d) and model.body[0].weight.shape[1] == 4

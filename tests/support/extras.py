@@ -1,0 +1,14 @@
+"""Skip markers for tests that need an optional extra: CI's first configuration installs only `test`."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+
+def _installed(*modules: str) -> bool:
+    return all(importlib.util.find_spec(module) is not None for module in modules)
+
+
+ATARI = pytest.mark.skipif(not _installed("ale_py", "cv2"), reason="the atari extra (ale-py, opencv) is not installed")
+BOX2D = pytest.mark.skipif(not _installed("Box2D"), reason="the box2d extra is not installed")
