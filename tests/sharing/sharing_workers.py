@@ -39,6 +39,32 @@ def add_one(a: np.ndarray) -> int:
     return os.getpid()
 
 
+def wait_for_exit(pid: int, timeout: float = 60.0) -> None:
+    """Return once process `pid` has exited (a zombie counts: its descriptors are gone), or after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.02)
+
+
+class AfterSenderExit:
+    """Unpickles only once the process that pickled it has exited: what follows it in a message arrives after."""
+
+    def __reduce__(self):
+        return wait_for_exit, (os.getpid(),)
+
+
+def shared_result_after_exit(value: float) -> tuple:
+    """Pool task (maxtasksperchild=1): a file_descriptor array that the parent opens only after this worker exited."""
+    sharing.set_sharing_strategy("file_descriptor")
+    return AfterSenderExit(), sharing.share_array(np.full(4, value))
+
+
 def sum_received(inbox, outbox) -> None:
     """Receive one array and send back its sum."""
     outbox.put(float(inbox.get().sum()))
