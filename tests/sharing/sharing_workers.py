@@ -142,6 +142,28 @@ def report_mask_then_ignore(report) -> None:
     sleep_forever()
 
 
+HELD: list[np.ndarray] = []  # what a worker keeps for its lifetime, as a training worker keeps its model
+
+
+def trade_until_told(inbox, outbox) -> None:
+    """file_system: receive arrays, send back arrays of this process's own, keep both for good; exit when told."""
+    sharing.set_sharing_strategy("file_system")
+    HELD.extend(inbox.get())
+    HELD.extend(sharing.share_array(np.full(1 << 16, 2.0)) for _ in range(2))
+    outbox.put(HELD[2:])
+    assert inbox.get() == "exit"
+
+
+def join_a_group(outbox) -> None:
+    """file_system: share an array, then report the manager this process was pointed to, and the one it joined."""
+    from sharing import manager_client
+    pointed_to = os.environ.get(manager_client.MANAGER_ENV)
+    sharing.set_sharing_strategy("file_system")
+    held = sharing.share_array(np.ones(16))
+    outbox.put({"pointed_to": pointed_to, "pointed_to_left": os.path.exists(os.path.dirname(pointed_to)),
+                "group": manager_client.joined_group(), "socket": manager_client.socket_path(), "held": len(held)})
+
+
 def hold_forever(array: np.ndarray, ready) -> None:
     """Keep a received array and say so."""
     ready.put(os.getpid())
