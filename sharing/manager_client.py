@@ -8,14 +8,23 @@ The connection stays open for the life of the process and is how the daemon
 learns the process has gone; the reply gives the group and this process's
 client id, which prefix the segment names it creates (see ``shmfile``). A fork
 child makes its own connection when it first needs one.
+
+A daemon can die without cleaning up (SIGKILL). Its clients then see their
+connection closed (``manager_gone``: each exiting one unlinks all its names
+itself, see ``shmfile``), and its socket refuses connections: whoever finds
+that (an exiting client, or a process about to start a new daemon because the
+inherited one is gone) removes the socket and its directory.
+
 ``HOGSHARE_SHM_MANAGER_GRACE_S`` sets how long a daemon waits, once its group
 is empty, before unlinking what is left (default 1 second).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,6 +52,8 @@ def membership() -> tuple[str, str]:
             path = os.environ.get(MANAGER_ENV)
             joined = _join(path) if path else None
             if joined is None:
+                if path:
+                    remove_if_dead(path)
                 path = _start_daemon()
                 joined = _join(path)
                 if joined is None:
@@ -60,6 +71,31 @@ def joined_group() -> str | None:
 def socket_path() -> str | None:
     """The socket of the manager this process joined, or None before it joined one."""
     return _socket_path
+
+
+def manager_gone() -> bool:
+    """Whether the daemon this process joined has closed its connection (it never writes unasked)."""
+    if _connection is None:
+        return False
+    poller = select.poll()
+    poller.register(_connection, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def remove_if_dead(path: str) -> None:
+    """Remove a daemon's socket and its directory if nothing listens on the socket any more."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+            return  # a daemon listens
+        except ConnectionRefusedError:
+            pass  # a socket file with no daemon behind it
+        except OSError:
+            return  # nothing there any more
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+            os.rmdir(os.path.dirname(path))  # only if empty: nothing but the socket was in it
 
 
 def _join(path: str) -> tuple[socket.socket, tuple[str, str]] | None:

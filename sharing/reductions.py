@@ -18,9 +18,12 @@ costs through a queue beyond what a small tuple costs.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import threading
 from multiprocessing.reduction import ForkingPickler
+from typing import Iterator
 
 import numpy as np
 
@@ -83,13 +86,54 @@ def _make_head(storage: Storage) -> tuple:
     return head
 
 
-def _open(head: tuple) -> Storage:
+# Note [receiving where an exception would kill the thread]
+# Opening a storage on first receipt can fail: a file_descriptor sender that
+# exited first, no descriptor left, a file_system name already unlinked. In the
+# receiver's own call (a queue's get) that failure is raised there. Some threads
+# that unpickle belong to multiprocessing and die of it (the pool's result
+# handler, see ``pool_results``); they receive inside ``failures_collected``,
+# where the failure is recorded and the storage arrives as ``_Unreceived``, so
+# unpickling the message completes and the thread can fail the message instead.
+_receiving = threading.local()
+
+
+class _Unreceived:
+    """Stands in for a storage that could not be opened while failures are collected: private zeros, to discard."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+    def as_bytes(self) -> np.ndarray:
+        return np.zeros(self.nbytes, np.uint8)
+
+
+@contextlib.contextmanager
+def failures_collected() -> Iterator[list[Exception]]:
+    """Within the block, this thread's receipts record a storage that cannot be opened in the list, not raise."""
+    failures: list[Exception] = []
+    _receiving.failures = failures
+    try:
+        yield failures
+    finally:
+        _receiving.failures = None
+
+
+def _open(head: tuple) -> Storage | _Unreceived:
     """First receipt: map the segment a head names (unless another thread just did)."""
     token, nbytes, (pid, _, _) = head[:3]
-    if len(head) == _FD_HEAD_LEN:
-        fd, ino = head[3:]
-        return lookup_or_open(token, lambda: memfd.open_segment(token, nbytes, pid, fd, ino))[0]
-    return lookup_or_open(token, lambda: shmfile.open_published(token, nbytes, head[3]))[0]
+    try:
+        if len(head) == _FD_HEAD_LEN:
+            fd, ino = head[3:]
+            return lookup_or_open(token, lambda: memfd.open_segment(token, nbytes, pid, fd, ino))[0]
+        return lookup_or_open(token, lambda: shmfile.open_published(token, nbytes, head[3]))[0]
+    except Exception as e:
+        failures = getattr(_receiving, "failures", None)
+        if failures is None:
+            raise
+        failures.append(e)
+        return _Unreceived(nbytes)
 
 
 def rebuild_storage(head: tuple, ticket: int) -> Storage:

@@ -13,11 +13,12 @@ so it may drop the array right after ``put``.
 Names go when their storage dies in the process that made them. A process's
 own names go with the process, however it ends: the group's manager daemon
 unlinks them when its connection closes. A process that exits normally also
-unlinks its published names, except those of messages still in flight, which
-stay so the messages can still be received (as do all of them when the process
-is killed); whatever is left is unlinked by the daemon once the whole group is
-gone (see ``manager_client`` and ``shm_manager``). No descriptor is kept, so any number
-of storages fit under a low ``ulimit -n``.
+unlinks them itself, and its published names except those of messages still in
+flight, which stay so the messages can still be received (as do all of them
+when the process is killed); whatever is left is unlinked by the daemon once
+the whole group is gone (see ``manager_client`` and ``shm_manager``). With the
+daemon gone, a process that exits normally unlinks all its names. No
+descriptor is kept, so any number of storages fit under a low ``ulimit -n``.
 
 A fork child inherits its parent's mappings; when it sends one of the
 parent's storages it first links names of its own, so it can go on sending
@@ -44,6 +45,7 @@ def _path(name: str) -> str:
 def _own_name() -> str:
     """A fresh, unguessable name for a segment this process holds."""
     group, client = manager_client.membership()
+    _register_exit_hook()
     return f"hogshare_{group}_c{client}_{os.urandom(8).hex()}"
 
 
@@ -98,42 +100,53 @@ def published_name(storage: Storage) -> str:
                 name = _new_published_name()
                 os.link(_path(storage.name), _path(name))
                 storage.published = name
-                _register_exit_hook()
     return storage.published
 
 
 _exit_hook_pid: int | None = None
+_exit_hook: multiprocessing.util.Finalize | None = None
 
 
 def _register_exit_hook() -> None:
-    """Arrange, once per process, for `_unpublish` to run when the process exits normally."""
-    global _exit_hook_pid
-    if _exit_hook_pid != os.getpid():
+    """Arrange, once per process, for `_unlink_at_exit` to run when the process exits normally."""
+    global _exit_hook_pid, _exit_hook
+    # A child that made names while unpickling its process arguments (spawn, forkserver) registered before
+    # multiprocessing cleared its finalizers at bootstrap: register again then.
+    if _exit_hook_pid != os.getpid() or not _exit_hook.still_active():
         _exit_hook_pid = os.getpid()
         # multiprocessing runs these at exit in every process, fork children included (which skip
         # atexit); priority -100 comes after queue feeder threads (-5) have sent what they hold.
-        multiprocessing.util.Finalize(None, _unpublish, exitpriority=-100)
+        _exit_hook = multiprocessing.util.Finalize(None, _unlink_at_exit, exitpriority=-100)
 
 
-def _unpublish() -> None:
-    """Unlink this process's published names, except those of messages still in flight, which are handed over.
+def _unlink_at_exit() -> None:
+    """Unlink this process's names: its own, and its published ones except those of messages still in flight.
 
-    A handed-over name is forgotten without unlinking it, so that the storage
-    dying later in this process's shutdown (a spawn child's interpreter clears
-    everything, lending's hold included) leaves it for the message; the
-    manager unlinks it when the group ends.
+    Fork and forkserver children end in ``os._exit``, so their storages never
+    die: without this only the manager would unlink their own names. A
+    published name of a message in flight is handed over: forgotten without
+    unlinking, so that the storage dying later in this process's shutdown (a
+    spawn child's interpreter clears everything, lending's hold included)
+    leaves it for the message, and the manager unlinks it when the group ends.
+    With the manager gone nobody would, so then those go too (their messages
+    can no longer be received, as with file_descriptor), and so do the dead
+    manager's socket and directory.
     """
     lending.reap()
-    in_flight = {id(storage) for storage in lending.lent_storages()}
+    gone = manager_client.manager_gone()
+    in_flight = set() if gone else {id(storage) for storage in lending.lent_storages()}
     pid = os.getpid()
     for storage in live_storages():
-        if storage.published is not None and storage.owner_pid == pid:
-            if id(storage) not in in_flight:
-                try:
-                    os.unlink(_path(storage.published))
-                except FileNotFoundError:
-                    pass
-            storage.published = storage.handle = None  # the handle named it
+        if storage.strategy == FILE_SYSTEM and storage.owner_pid == pid:
+            for name in (storage.name, None if id(storage) in in_flight else storage.published):
+                if name is not None:
+                    try:
+                        os.unlink(_path(name))
+                    except FileNotFoundError:
+                        pass
+            storage.name = storage.published = storage.handle = None  # the handle named the published one
+    if gone:
+        manager_client.remove_if_dead(manager_client.socket_path())
 
 
 def open_published(token: bytes, nbytes: int, name: str) -> Storage:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
-import os
 import time
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 import sharing
 from sharing import lending, manager_client
 from sharing_helpers import group_names
+from train_cli import cli_env
 
 STRATEGIES = ["file_descriptor", "file_system"]
 START_METHODS = ["spawn", "forkserver", "fork"]
@@ -60,7 +60,8 @@ def dev_shm_left_clean():
 
 @pytest.fixture
 def fresh_group_env(monkeypatch):
-    """An environment in which child programs start their own manager group, with a short grace period."""
+    """An environment in which child programs import this checkout and start their own manager group, with a
+    short grace period."""
     monkeypatch.delenv(manager_client.MANAGER_ENV, raising=False)
     monkeypatch.setenv(manager_client.GRACE_ENV, "0.3")
-    return {k: v for k, v in os.environ.items()}
+    return cli_env()

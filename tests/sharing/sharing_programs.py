@@ -93,6 +93,40 @@ def hold_and_wait(children: str) -> None:
     time.sleep(600)
 
 
+def outlive_manager(start_methods: str) -> None:
+    """A file_system group whose manager the test SIGKILLs (between two lines on stdin); then all exit normally.
+
+    One child per start method receives two of this process's arrays and sends two of its own back; everyone
+    holds what they have while the manager dies. Then a late spawn child joins a group and reports which.
+    """
+    import numpy as np
+    import sharing
+    from sharing import manager_client
+    from sharing_workers import join_a_group, trade_until_told
+    sharing.set_sharing_strategy("file_system")
+    held = [sharing.share_array(np.ones(1 << 16)) for _ in range(2)]
+    children = []
+    for method in start_methods.split(","):
+        ctx = sharing.get_context(method)
+        inbox, outbox = ctx.Queue(), ctx.Queue()
+        child = ctx.Process(target=trade_until_told, args=(inbox, outbox))
+        child.start()
+        inbox.put(held)
+        children.append((child, inbox, outbox.get(timeout=60)))
+    report(group=manager_client.joined_group(), socket=manager_client.socket_path())
+    sys.stdin.readline()
+    ctx = sharing.get_context("spawn")
+    outbox = ctx.Queue()
+    late = ctx.Process(target=join_a_group, args=(outbox,))
+    late.start()
+    late_report = outbox.get(timeout=60)
+    late.join()
+    for child, inbox, _ in children:
+        inbox.put("exit")
+        child.join()
+    report(late=late_report, exitcodes=[late.exitcode] + [child.exitcode for child, _, _ in children])
+
+
 def orphan(mode: str, start_method: str) -> None:
     """Start a child (with `start_method`) that asks to die with its parent, report its pid, then linger ("armed") or exit ("early").
 

@@ -39,6 +39,32 @@ def add_one(a: np.ndarray) -> int:
     return os.getpid()
 
 
+def wait_for_exit(pid: int, timeout: float = 60.0) -> None:
+    """Return once process `pid` has exited (a zombie counts: its descriptors are gone), or after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.02)
+
+
+class AfterSenderExit:
+    """Unpickles only once the process that pickled it has exited: what follows it in a message arrives after."""
+
+    def __reduce__(self):
+        return wait_for_exit, (os.getpid(),)
+
+
+def shared_result_after_exit(value: float) -> tuple:
+    """Pool task (maxtasksperchild=1): a file_descriptor array that the parent opens only after this worker exited."""
+    sharing.set_sharing_strategy("file_descriptor")
+    return AfterSenderExit(), sharing.share_array(np.full(4, value))
+
+
 def sum_received(inbox, outbox) -> None:
     """Receive one array and send back its sum."""
     outbox.put(float(inbox.get().sum()))
@@ -114,6 +140,28 @@ def report_mask_then_ignore(report) -> None:
     lifecycle.ignore_signals((signal.SIGINT, signal.SIGHUP))
     report.put("ignoring")
     sleep_forever()
+
+
+HELD: list[np.ndarray] = []  # what a worker keeps for its lifetime, as a training worker keeps its model
+
+
+def trade_until_told(inbox, outbox) -> None:
+    """file_system: receive arrays, send back arrays of this process's own, keep both for good; exit when told."""
+    sharing.set_sharing_strategy("file_system")
+    HELD.extend(inbox.get())
+    HELD.extend(sharing.share_array(np.full(1 << 16, 2.0)) for _ in range(2))
+    outbox.put(HELD[2:])
+    assert inbox.get() == "exit"
+
+
+def join_a_group(outbox) -> None:
+    """file_system: share an array, then report the manager this process was pointed to, and the one it joined."""
+    from sharing import manager_client
+    pointed_to = os.environ.get(manager_client.MANAGER_ENV)
+    sharing.set_sharing_strategy("file_system")
+    held = sharing.share_array(np.ones(16))
+    outbox.put({"pointed_to": pointed_to, "pointed_to_left": os.path.exists(os.path.dirname(pointed_to)),
+                "group": manager_client.joined_group(), "socket": manager_client.socket_path(), "held": len(held)})
 
 
 def hold_forever(array: np.ndarray, ready) -> None:

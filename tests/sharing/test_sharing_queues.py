@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import sharing
 from sharing import storage_of
 from sharing_workers import (add_one, echo, fork_send_inherited, fork_write, send_inherited_after_parent_released,
-                             sum_received, write_through_views)
+                             shared_result_after_exit, sum_received, write_through_views)
 
 TIMEOUT = 60
 
@@ -65,6 +65,23 @@ def test_pool_workers_modify_shared_inputs_in_place(strategy, start_method):
         pool.map(add_one, arrays)
     for a in arrays:
         np.testing.assert_array_equal(a, 1)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_pool_result_that_cannot_be_received_fails_its_task_not_the_pool(start_method):
+    # Each task's array is opened only after its worker (maxtasksperchild=1) exited: its segment is gone.
+    pool = sharing.get_context(start_method).Pool(2, maxtasksperchild=1)
+    try:
+        gone = r"could not be received: shared storage \w+ sent by process \d+ is no longer available"
+        with pytest.raises(RuntimeError, match=gone):
+            pool.map_async(shared_result_after_exit, [1.0, 2.0], chunksize=1).get(TIMEOUT)
+        with pytest.raises(RuntimeError, match=gone):
+            pool.apply_async(shared_result_after_exit, (3.0,)).get(TIMEOUT)
+        assert pool.map_async(abs, [-1, -2, -3]).get(TIMEOUT) == [1, 2, 3]   # the pool still works
+    finally:
+        pool.terminate()
+        pool.join()
 
 
 @pytest.mark.timeout(60)

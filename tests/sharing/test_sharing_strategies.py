@@ -21,7 +21,7 @@ import pytest
 import sharing
 from sharing_helpers import group_names
 from sharing import lending, manager_client, memfd
-from sharing_workers import hold_forever, send_and_exit, sum_received
+from sharing_workers import hold_forever, send_and_exit, sum_received, wait_for_exit
 
 PROGRAMS = Path(__file__).with_name("sharing_programs.py")
 TIMEOUT = 60
@@ -187,6 +187,41 @@ def test_sigkill_of_every_file_system_process_leaves_nothing(fresh_group_env):
         program.stdout.close()
     assert wait_until(lambda: not group_names(report["group"]), timeout=30), group_names(report["group"])
     assert wait_until(lambda: not os.path.exists(os.path.dirname(report["socket"])))
+
+
+def manager_pid(socket_path: str) -> int:
+    """The pid of the manager daemon serving `socket_path` (its command line names the socket)."""
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and socket_path.encode() in Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0"):
+                return int(name)
+        except OSError:
+            pass
+    raise AssertionError(f"no manager daemon serves {socket_path}")
+
+
+@pytest.mark.timeout(180)
+def test_processes_that_outlive_a_killed_manager_leave_nothing(fresh_group_env):
+    program = subprocess.Popen([sys.executable, str(PROGRAMS), "outlive_manager", "fork,spawn,forkserver"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=fresh_group_env)
+    try:
+        first = json.loads(program.stdout.readline())
+        assert group_names(first["group"])
+        manager = manager_pid(first["socket"])
+        os.kill(manager, signal.SIGKILL)
+        wait_for_exit(manager)
+        out, _ = program.communicate("the manager is dead\n", timeout=120)
+    finally:
+        program.kill()
+        program.wait()
+    assert program.returncode == 0
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["exitcodes"] == [0, 0, 0, 0]
+    late = last["late"]  # a child started after the kill finds the dead manager, removes its socket, starts anew
+    assert late["pointed_to"] == first["socket"] and not late["pointed_to_left"] and late["group"] != first["group"]
+    assert wait_until(lambda: not group_names(first["group"])), group_names(first["group"])
+    assert not os.path.exists(os.path.dirname(first["socket"]))
+    assert wait_until(lambda: not group_names(late["group"]) and not os.path.exists(os.path.dirname(late["socket"])))
 
 
 def test_raising_the_descriptor_limit_keeps_the_hard_limit():
