@@ -92,7 +92,8 @@ def test_event_files_hold_scalars_histograms_and_hparams(trained):
     returns = acc.Scalars("episode/return_mean")
     steps = [e.step for e in returns]
     assert steps == sorted(steps) and steps[-1] <= _summary(run_dir)["env_steps"]
-    assert max(e.value for e in returns) > 2 * returns[0].value  # it learned
+    window = acc.Scalars("episode/return_window_mean")  # the last 20 episodes: the curve ends at the target
+    assert window[-1].value >= LEARN["trainer"]["target_return"] > returns[0].value  # it learned
     assert all(e.value == pytest.approx(0.003) for e in acc.Scalars("train/lr"))
     assert 0 < acc.Scalars("train/entropy")[0].value <= np.log(2) + 1e-6
     assert "params/body.0.weight" in acc.Tags()["histograms"]
