@@ -11,7 +11,10 @@ from train_cli import CONFIGS, only_run_dir, run_cli
 
 @pytest.mark.parametrize("env_id, config", [("Acrobot-v1", "a3c_acrobot.yaml"), ("CartPole-v1", "a3c.yaml"),
                                             ("LunarLander-v3", "a3c_lunarlander.yaml"),
-                                            ("ALE/Pong-v5", "a3c_pong.yaml")])
+                                            ("ALE/Pong-v5", "a3c_pong.yaml"), ("ALE/Breakout-v5", "a3c_breakout.yaml"),
+                                            ("HalfCheetah-v5", "a3c_halfcheetah.yaml"), ("Hopper-v5", "a3c_hopper.yaml"),
+                                            ("Walker2d-v5", "a3c_walker2d.yaml"),
+                                            ("BipedalWalker-v3", "a3c_bipedalwalker.yaml")])
 def test_an_id_with_a_shipped_config_takes_it_as_it_is(env_id, config):
     choice = shipped_configs.choose(env_id)
     assert (choice.path, choice.overrides) == (CONFIGS / config, ())

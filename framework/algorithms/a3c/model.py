@@ -18,6 +18,7 @@ a `model.factory` returns another (docs/models.md).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -166,7 +167,8 @@ class ActorCritic(ActorCriticBase):
     the mean of a Normal whose log standard deviation is a learned parameter.
     With shared_body false the value head has a body of its own (the same
     layers, separately trained; not with an LSTM), and log_std_init sets the
-    initial log standard deviation of continuous actions.
+    initial log standard deviation of continuous actions; orthogonal_init
+    initialises as OpenAI Baselines and Stable-Baselines3 do (`_orthogonal_init`).
     With normalize_obs / normalize_returns the model carries the running
     statistics of observations / discounted returns (`obs_norm`, `return_norm`:
     a3c.normalization); the environments apply them, the layers never see raw inputs.
@@ -175,7 +177,8 @@ class ActorCritic(ActorCriticBase):
     def __init__(self, obs_shape: int | Sequence[int], hidden: list[int], activation: str, lstm: bool,
                  n_actions: int, continuous: bool, conv: Sequence[tuple[int, int, int]] = (),
                  uint8_frames: bool = False, normalize_obs: bool = False, normalize_returns: bool = False,
-                 shared_body: bool = True, log_std_init: float = 0.0, image_shape: Sequence[int] | None = None):
+                 shared_body: bool = True, log_std_init: float = 0.0, image_shape: Sequence[int] | None = None,
+                 orthogonal_init: bool = False):
         super().__init__()
         input_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
 
@@ -196,6 +199,19 @@ class ActorCritic(ActorCriticBase):
         self.hidden_size = size
         self.obs_norm = RunningMeanStd(input_shape) if normalize_obs else None
         self.return_norm = RunningMeanStd((1,)) if normalize_returns else None
+        if orthogonal_init:
+            self._orthogonal_init()
+
+    def _orthogonal_init(self) -> None:
+        """The initialisation of OpenAI Baselines and Stable-Baselines3: orthogonal weights with gain sqrt(2) in
+        the bodies' layers, 0.01 in the policy head (actions start near uniform / the Normal near its mean), 1 in
+        the value head; zero biases. The LSTM cell keeps its own."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                gain = 0.01 if module is self.pi else 1.0 if module is self.v else math.sqrt(2)
+                nn.init.orthogonal_(module.weight, gain)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
     def _features(self, x: Any, state: tuple[Any, Any] | None) -> tuple[Any, tuple[Any, Any] | None]:
         h = self.body(x)

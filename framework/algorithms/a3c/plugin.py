@@ -104,6 +104,7 @@ class A3C(Algorithm):
             "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
         },
         "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
+                  "orthogonal_init": Field("bool", False),
                   "log_std_init": Field("float", 0.0, low=-20.0, high=2.0),
                   "factory": Field("str", None, nullable=True,
                                    check=lambda v: user_code.spec_problem(v, "function")),
@@ -157,7 +158,7 @@ class A3C(Algorithm):
                            _conv_layers(config, layout), uint8_frames=layout.dtype == np.uint8,
                            normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"],
                            shared_body=m["shared_body"], log_std_init=m["log_std_init"],
-                           image_shape=layout.image_shape if packed else None)
+                           image_shape=layout.image_shape if packed else None, orthogonal_init=m["orthogonal_init"])
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()

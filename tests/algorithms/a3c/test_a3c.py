@@ -161,6 +161,26 @@ def test_continuous_actions_start_from_log_std_init():
     np.testing.assert_array_equal(A3C.build_model(config).log_std.detach().numpy(), [-1.5])
 
 
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "vector_envs:Frames-v0"])
+def test_orthogonal_init_gives_baselines_gains_and_zero_biases(env_id):
+    config = validate({"env": {"id": env_id}, "model": {"orthogonal_init": True, "hidden": [16, 8],
+                                                         "shared_body": env_id == "vector_envs:Frames-v0"}})
+    framework.manual_seed(0)
+    model = A3C.build_model(config)
+    layers = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    assert any(isinstance(m, nn.Conv2d) for m in layers) == (env_id == "vector_envs:Frames-v0")
+    for layer in layers:
+        gain = 0.01 if layer is model.pi else 1.0 if layer is model.v else np.sqrt(2)
+        w = layer.weight.detach().numpy().reshape(layer.weight.shape[0], -1).astype(np.float64)
+        gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w  # (semi-)orthogonal: the smaller Gram is gain^2 I
+        np.testing.assert_allclose(gram, gain ** 2 * np.eye(len(gram)), atol=1e-5 * gain ** 2)
+        np.testing.assert_array_equal(layer.bias.detach().numpy(), 0)
+    framework.manual_seed(0)
+    default = A3C.build_model(validate({"env": {"id": env_id}, "model": {"hidden": [16, 8]}}))
+    assert not np.allclose(default.pi.weight.detach().numpy() @ default.pi.weight.detach().numpy().T,
+                           1e-4 * np.eye(default.pi.weight.shape[0]), atol=1e-5)
+
+
 def test_uint8_frames_are_read_as_floats_by_the_first_convolution():
     worker, model, stats = _worker(env={"id": "vector_envs:Frames-v0"}, model={"lstm": True})
     first = worker.local.body[0]

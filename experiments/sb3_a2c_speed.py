@@ -1,0 +1,96 @@
+"""Stable-Baselines3 A2C with rl-baselines3-zoo's hyperparameters for a task, for a number of wall seconds: its
+env steps/s, printed as one JSON line. Runs in a venv with `stable-baselines3[extra] rl_zoo3` (zoo.py calls it).
+
+usage: python sb3_a2c_speed.py ENV_ID SECONDS
+
+rl-zoo's hyperparameters come from the a2c.yml that rl_zoo3 ships: the entry of ENV_ID, else of the same task
+under another version (HalfCheetah-v5 takes HalfCheetah-v4's or -v3's), else `atari` for a NoFrameskip id.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import rl_zoo3
+import yaml
+from stable_baselines3 import A2C
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
+
+
+def hyperparameters(env_id: str) -> tuple[str, dict]:
+    """(the a2c.yml key used, its entry) for env_id."""
+    table = yaml.load((Path(rl_zoo3.__file__).parent / "hyperparams" / "a2c.yml").read_text(), Loader=yaml.UnsafeLoader)
+    if env_id in table:
+        return env_id, dict(table[env_id])
+    stem = re.sub(r"-v\d+$", "", env_id)
+    for key in sorted((k for k in table if re.sub(r"-v\d+$", "", k) == stem), reverse=True):
+        return key, dict(table[key])
+    if "NoFrameskip" in env_id:
+        return "atari", dict(table["atari"])
+    raise SystemExit(f"no a2c.yml entry for {env_id}")
+
+
+def schedule(value: object) -> object:
+    """rl-zoo's 'lin_X' strings as SB3 schedules (linear from X to 0)."""
+    if isinstance(value, str) and value.startswith("lin_"):
+        start = float(value[4:])
+        return lambda progress: progress * start
+    return value
+
+
+class StopAfter(BaseCallback):
+    """Stops training after `seconds` of it."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+        self.started = 0.0
+
+    def _on_training_start(self) -> None:
+        self.started = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        return time.perf_counter() - self.started < self.seconds
+
+
+def main() -> None:
+    env_id, seconds = sys.argv[1], float(sys.argv[2])
+    key, params = hyperparameters(env_id)
+    for unused in ("n_timesteps", "env_wrapper"):
+        params.pop(unused, None)
+    n_envs = params.pop("n_envs", 1)
+    normalize = params.pop("normalize", False)
+    frame_stack = params.pop("frame_stack", None)
+    policy = params.pop("policy")
+    if isinstance(params.get("policy_kwargs"), str):
+        from torch import nn  # noqa: F401  (names the kwargs may use)
+        from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike  # noqa: F401
+        params["policy_kwargs"] = eval(params["policy_kwargs"])
+    for name in ("learning_rate",):
+        if name in params:
+            params[name] = schedule(params[name])
+    if "NoFrameskip" in env_id:
+        env = make_atari_env(env_id, n_envs=n_envs)
+    else:
+        env = make_vec_env(env_id, n_envs=n_envs)
+    if frame_stack:
+        env = VecFrameStack(env, frame_stack)
+    if isinstance(normalize, str):  # a2c.yml writes some as "{'norm_obs': True, 'norm_reward': False}"
+        normalize = eval(normalize)
+    if normalize:
+        env = VecNormalize(env, **(normalize if isinstance(normalize, dict) else {}))
+    model = A2C(policy, env, device="cpu", **params)
+    stop = StopAfter(seconds)
+    model.learn(total_timesteps=10**9, callback=stop)
+    elapsed = time.perf_counter() - stop.started
+    print(json.dumps({"hyperparameters": f"a2c.yml {key}, {n_envs} envs", "seconds": elapsed,
+                      "env_steps": model.num_timesteps, "steps_per_second": model.num_timesteps / elapsed}))
+
+
+if __name__ == "__main__":
+    main()

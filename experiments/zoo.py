@@ -1,0 +1,259 @@
+"""hogshare's shipped configs on the tasks rl-baselines3-zoo reports, against its published A2C and PPO figures.
+
+Each row trains the task's shipped config for rl-zoo's budget of env steps, one seed at a time, then scores the
+final policy as rl-zoo does: the mean return of evaluation episodes (10, greedy, as `evaluate` plays them) for
+MuJoCo and Box2D; for Atari, whose rl-zoo figures come from sampled actions, the mean of the last 100 training
+episodes (sampled actions of the policy of the run's last minutes). Results accumulate in
+experiments/results/zoo.json, one entry per task, so rows can be measured on different days; zoo.md and
+zoo_<task>.png (mean return of the last 100 episodes against env steps, rl-zoo's final A2C and PPO figures as
+lines) are rewritten from every row measured so far.
+
+--sb3-seconds S also runs Stable-Baselines3's A2C with rl-zoo's hyperparameters on the task for S seconds
+(in the interpreter HOGSHARE_SB3_PYTHON names, default /tmp/sb3/bin/python: a venv with
+`stable-baselines3[extra] rl_zoo3 gymnasium[mujoco,box2d]`, see ../shared/baselines/README.md) and records its env
+steps/s: the other side of the speed column. Run each side alone: the figures are the machine's.
+
+usage: python experiments/zoo.py --task halfcheetah [--seeds 3] [--first-seed 0] [--max-seconds S]
+           [--sb3-seconds 120 [--sb3-only]] [--set KEY=VALUE ...]
+       python experiments/zoo.py --write     (only rewrite zoo.md and the plots from zoo.json)
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import REPO, RESULTS, load, machine_line, markdown_table
+
+TRAIN = [sys.executable, "-m", "framework.train", "train"]
+SB3_PYTHON = os.environ.get("HOGSHARE_SB3_PYTHON", "/tmp/sb3/bin/python")
+EVAL_EPISODES = 10
+CURVE_POINTS = 200
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    env_id: str           # as hogshare trains it
+    zoo_env: str          # as rl-zoo reports it
+    config: str
+    budget: int           # env steps (rl-zoo's n_timesteps)
+    a2c: float | None     # rl-zoo's published mean return, None where it has no A2C row
+    ppo: float
+    seeds: int
+    needs: str            # the module of the extra the task needs
+    atari: bool = False
+
+
+TASKS = {t.name: t for t in (
+    Task("halfcheetah", "HalfCheetah-v5", "HalfCheetah-v3", "a3c_halfcheetah.yaml", 1_000_000, 3041, 5819, 3, "mujoco"),
+    Task("hopper", "Hopper-v5", "Hopper-v3", "a3c_hopper.yaml", 1_000_000, 733, 2410, 3, "mujoco"),
+    Task("walker2d", "Walker2d-v5", "Walker2d-v3", "a3c_walker2d.yaml", 1_000_000, None, 3479, 3, "mujoco"),
+    Task("bipedalwalker", "BipedalWalker-v3", "BipedalWalker-v3", "a3c_bipedalwalker.yaml", 5_000_000, 300, 213, 3,
+         "Box2D"),
+    Task("pong", "hogshare/Atari-v0 (pong)", "PongNoFrameskip-v4", "a3c_pong.yaml", 10_000_000, 17.3, 21.0, 1,
+         "ale_py", atari=True),
+    Task("breakout", "hogshare/Atari-v0 (breakout)", "BreakoutNoFrameskip-v4", "a3c_breakout.yaml", 10_000_000, 280,
+         398, 1, "ale_py", atari=True),
+)}
+EXTRAS = {"mujoco": "mujoco", "Box2D": "box2d", "ale_py": "atari"}
+SB3_PROGRAM = Path(__file__).with_name("sb3_a2c_speed.py")
+
+
+def train(task: Task, seed: int, logdir: Path, max_seconds: float, overrides: list[str]) -> Path:
+    """One training run of the task's config for its budget; its run directory."""
+    sets = [f"seed={seed}", f"trainer.total_steps={task.budget}", f"trainer.max_seconds={max_seconds:g}",
+            "trainer.target_return=null", "logging.progress=false", "logging.log_every_s=5", *overrides]
+    args = ["--config", str(REPO / "configs" / task.config), "--logdir", str(logdir)]
+    for item in sets:
+        args += ["--set", item]
+    done = subprocess.run([*TRAIN, *args], capture_output=True, text=True, cwd=REPO, timeout=max_seconds + 600)
+    if done.returncode != 0:
+        raise SystemExit(f"train {task.config} seed {seed} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    (run_dir,) = [p for p in logdir.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def evaluation(task: Task, run_dir: Path, summary: dict) -> tuple[float, str]:
+    """The run's score as rl-zoo scores it, and how it was taken."""
+    if task.atari:
+        return summary["mean_return"], "last 100 training episodes (sampled actions)"
+    from framework.train.policy import load_trained
+    config, algorithm, model = load_trained(run_dir)
+    result = algorithm.evaluate(model, config, EVAL_EPISODES, 12345)
+    return result.metrics["return_mean"], f"{EVAL_EPISODES} greedy episodes"
+
+
+def curve(run_dir: Path) -> list[tuple[int, float]]:
+    """(env steps, mean return of the last 100 episodes), at most CURVE_POINTS of them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    tag = "episode/return_window_mean"
+    events = acc.Scalars(tag) if tag in acc.Tags()["scalars"] else []
+    stride = max(1, len(events) // CURVE_POINTS)
+    return [(e.step, e.value) for e in events[::stride]] + [(e.step, e.value) for e in events[-1:]]
+
+
+def run_seed(task: Task, seed: int, max_seconds: float, overrides: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as logdir:
+        run_dir = train(task, seed, Path(logdir), max_seconds, overrides)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        score, how = evaluation(task, run_dir, summary)
+        result = {"seed": seed, "score": score, "scored_by": how, "env_steps": summary["env_steps"],
+                  "wall_seconds": summary["wall_seconds"], "steps_per_second": summary["steps_per_second"],
+                  "stop_reason": summary["stop_reason"], "curve": curve(run_dir)}
+    print(f"{task.name} seed {seed}: {score:.1f} ({how}) after {result['env_steps']:,} env steps in "
+          f"{result['wall_seconds']:.0f} s ({result['steps_per_second']:,.0f}/s, {result['stop_reason']})", flush=True)
+    return result
+
+
+def sb3_speed(task: Task, seconds: float) -> dict:
+    """Stable-Baselines3 A2C (rl-zoo's hyperparameters) on the task for `seconds`: its env steps/s."""
+    if not Path(SB3_PYTHON).exists():
+        raise SystemExit(f"--sb3-seconds: no interpreter at {SB3_PYTHON}; set HOGSHARE_SB3_PYTHON to a venv with "
+                         f"stable-baselines3[extra] and rl_zoo3")
+    done = subprocess.run([SB3_PYTHON, str(SB3_PROGRAM), task.zoo_env if task.atari else task.env_id,
+                           str(seconds)], capture_output=True, text=True, timeout=seconds + 600)
+    if done.returncode != 0:
+        raise SystemExit(f"sb3_a2c_speed.py failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def mean_std(values: list[float], digits: int = 0) -> str:
+    std = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):,.{digits}f} ± {std:,.{digits}f}"
+
+
+def verdict(task: Task, scores: list[float]) -> str:
+    """Against rl-zoo's A2C figure (its PPO one where it has no A2C row): met on every seed, or by how much not."""
+    figure, name = (task.a2c, "A2C") if task.a2c is not None else (task.ppo, "PPO")
+    met = sum(s >= figure for s in scores)
+    if met == len(scores):
+        return f"met ({name}), {met} of {len(scores)} seeds"
+    return (f"**not met** ({name}): {met} of {len(scores)} seeds; mean {statistics.mean(scores) - figure:+,.0f} "
+            f"({statistics.mean(scores) / figure:.0%} of it)")
+
+
+def row(task: Task, entry: dict) -> list[str]:
+    runs = entry["runs"]
+    scores = [r["score"] for r in runs]
+    digits = 1 if task.atari else 0
+    sb3 = entry.get("sb3")
+    return [task.zoo_env, f"`{entry['config']}`" + (f" + {', '.join(entry['overrides'])}" if entry["overrides"] else ""),
+            f"{task.budget / 1e6:g} M", str(len(runs)), mean_std(scores, digits),
+            "-" if task.a2c is None else f"{task.a2c:g}", f"{task.ppo:g}", verdict(task, scores),
+            mean_std([r["wall_seconds"] / 60 for r in runs], 1) + " min",
+            f"{statistics.mean(r['steps_per_second'] for r in runs):,.0f}",
+            "-" if sb3 is None else f"{sb3['steps_per_second']:,.0f}"]
+
+
+def plot(task: Task, entry: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for r in entry["runs"]:
+        if r["curve"]:
+            xs, ys = zip(*r["curve"])
+            ax.plot(xs, ys, alpha=0.85, label=f"hogshare seed {r['seed']}")
+    if task.a2c is not None:
+        ax.axhline(task.a2c, color="tab:red", linestyle="--", linewidth=1, label=f"rl-zoo A2C {task.a2c:g}")
+    ax.axhline(task.ppo, color="gray", linestyle=":", linewidth=1, label=f"rl-zoo PPO {task.ppo:g}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("mean return, last 100 episodes")
+    ax.set_title(f"{task.zoo_env}: configs/{entry['config']}")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write(results: dict) -> Path:
+    """zoo.md and the plots, from every row of zoo.json, in TASKS' order."""
+    measured = [(TASKS[name], results[name]) for name in TASKS if name in results]
+    for task, entry in measured:
+        plot(task, entry, RESULTS / f"zoo_{task.name}.png")
+    table = markdown_table(["task (rl-zoo's id)", "hogshare config", "budget", "seeds", "hogshare return",
+                            "rl-zoo A2C", "rl-zoo PPO", "against rl-zoo", "wall time", "env steps/s",
+                            "SB3 A2C env steps/s"], [row(t, e) for t, e in measured])
+    missing = [t for t in TASKS.values() if t.name not in results]
+    lines = [
+        "# hogshare on rl-baselines3-zoo's tasks", "",
+        "rl-zoo's figures are from its benchmark.md: the mean return of evaluation episodes after its budget of "
+        "env steps (greedy, except Atari). hogshare's: each seed trains the shipped config for the same budget "
+        f"(2 workers on this machine's 2 cores), then plays {EVAL_EPISODES} greedy episodes as `evaluate` does; "
+        "for Atari, the mean of the last 100 training episodes (sampled actions). The return column is mean ± std "
+        "over seeds. `python experiments/zoo.py --task NAME --seeds N` measures a row; each row says when and how "
+        "loaded the machine was below.", "",
+        table, "",
+    ]
+    if missing:
+        lines += ["Not measured yet: " + ", ".join(f"{t.zoo_env} (`--task {t.name}`)" for t in missing) + ".", ""]
+    for task, entry in measured:
+        lines += [f"## {task.zoo_env}", "",
+                  f"Measured {entry['measured']} on {entry['machine']}; {entry['load']}. Scored by "
+                  f"{entry['runs'][0]['scored_by']}. Per seed: "
+                  + "; ".join(f"seed {r['seed']} {r['score']:,.1f} after {r['env_steps']:,} steps in "
+                              f"{r['wall_seconds'] / 60:.1f} min" for r in entry["runs"]) + ".", ""]
+        if entry.get("sb3"):
+            s = entry["sb3"]
+            lines += [f"Stable-Baselines3 A2C, rl-zoo's hyperparameters ({s['hyperparameters']}), alone for "
+                      f"{s['seconds']:.0f} s: {s['env_steps']:,} env steps, {s['steps_per_second']:,.0f}/s.", ""]
+        lines += [f"![{task.zoo_env}](zoo_{task.name}.png)", ""]
+    path = RESULTS / "zoo.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=sorted(TASKS), help="the row to measure")
+    parser.add_argument("--seeds", type=int, help="runs (default: 3 for MuJoCo and Box2D, 1 for Atari)")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=6 * 3600, help="wall-second cap of each run")
+    parser.add_argument("--sb3-seconds", type=float, default=0, help="also time SB3 A2C for this long (0: not)")
+    parser.add_argument("--sb3-only", action="store_true",
+                        help="only time SB3 A2C (for --sb3-seconds) and add it to the task's measured row")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override of the shipped config (a trial; the row says so)")
+    parser.add_argument("--write", action="store_true", help="only rewrite zoo.md and the plots from zoo.json")
+    args = parser.parse_args()
+    store = RESULTS / "zoo.json"
+    results = json.loads(store.read_text()) if store.exists() else {}
+    if args.sb3_only:
+        if args.task not in results or args.sb3_seconds <= 0:
+            parser.error("--sb3-only: needs --task of a measured row and --sb3-seconds > 0")
+        results[args.task]["sb3"] = sb3_speed(TASKS[args.task], args.sb3_seconds)
+        store.write_text(json.dumps(results, indent=1) + "\n")
+    elif not args.write:
+        if args.task is None:
+            parser.error("argument --task: required unless --write")
+        task = TASKS[args.task]
+        if importlib.util.find_spec(task.needs) is None:
+            parser.error(f"--task {task.name}: needs the {EXTRAS[task.needs]} extra: pip install -e "
+                         f"'.[{EXTRAS[task.needs]}]'")
+        seeds = range(args.first_seed, args.first_seed + (args.seeds or task.seeds))
+        started = load()
+        entry = {"config": task.config, "overrides": args.set, "measured": time.strftime("%Y-%m-%d"),
+                 "machine": machine_line(), "runs": [run_seed(task, s, args.max_seconds, args.set) for s in seeds]}
+        entry["load"] = f"{started} at the start, {load()} at the end"
+        if args.sb3_seconds > 0:
+            entry["sb3"] = sb3_speed(task, args.sb3_seconds)
+        elif "sb3" in results.get(task.name, {}):
+            entry["sb3"] = results[task.name]["sb3"]
+        results[task.name] = entry
+        store.write_text(json.dumps(results, indent=1) + "\n")
+    print(write(results).read_text())
+
+
+if __name__ == "__main__":
+    main()
