@@ -227,7 +227,8 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
                     result = algorithm.evaluate(model, config, args.episodes, args.seed)
                 else:
                     result = _record(record,
-                                     lambda frames: algorithm.record(model, config, args.episodes, args.seed, frames))
+                                     lambda frames: algorithm.record(model, config, args.episodes, args.seed,
+                                                                      signals.checked(frames)))
     except (ConfigError, CheckpointError) as exc:
         _fail("evaluate", f"error: {exc}")
         return 2

@@ -35,11 +35,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WORKER_IGNORED = (signal.SIGINT, signal.SIGHUP)
 """Signals a terminal sends to a whole process group: the main process decides for its workers."""
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Interrupted(BaseException):
@@ -87,6 +89,14 @@ class StopSignals:
             yield
         finally:
             self._raising = False
+
+    def checked(self, sink: Callable[[T], R]) -> Callable[[T], R]:
+        """sink, raising Interrupted before each call once a stop signal has arrived: a recording ends at its next
+        frame even where the signal's own exception was swallowed (a library that catches everything)."""
+        def call(item: T) -> R:
+            self.check()
+            return sink(item)
+        return call
 
     def check(self) -> None:
         """Raise Interrupted when a stop signal has arrived (start-up calls it between its steps)."""

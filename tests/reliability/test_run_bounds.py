@@ -132,6 +132,24 @@ def test_a_stop_signal_ends_a_recording_and_removes_its_temp_file(endless_run_di
     assert list(target.parent.iterdir()) == []
 
 
+@pytest.mark.fault("13", "SIGTERM to evaluate --record of an env whose render swallows every exception",
+                   "the recording stops at its next frame: exit 143, one line, no file and no temp file")
+def test_a_stop_signal_whose_exception_an_env_swallows_still_ends_a_recording(tmp_path, watch):
+    done, run = train(tmp_path, cartpole_config(total_steps=400, env={
+        "id": "fault_envs:SwallowingRenderCartPole-v0", "envs_per_worker": 2}))
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / "videos" / "agent.gif"
+    proc = _start_recording(run, target, watch.env())
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err == "evaluate: stopped by SIGTERM; nothing was written\n" and out == ""
+    assert list(target.parent.iterdir()) == []
+
+
 @pytest.mark.fault("15", "SIGKILL of evaluate --record mid-recording",
                    "the next recording of the same file removes the temp file left")
 def test_a_recording_removes_the_temp_file_of_one_killed_before_it(endless_run_dir, tmp_path, watch):

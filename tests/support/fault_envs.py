@@ -159,6 +159,18 @@ class EndlessCartPole(CartPoleEnv):
         return self.state.astype(np.float32), reward, False, False, info
 
 
+class SwallowingRenderCartPole(EndlessCartPole):
+    """An endless CartPole whose render swallows whatever is raised while it draws, BaseException too, as a
+    library's callback into Python may: a stop signal's exception raised in it never reaches the caller."""
+
+    def render(self):
+        try:
+            time.sleep(0.2)  # most of a frame's time: a signal almost always lands here
+        except BaseException:
+            pass
+        return super().render()
+
+
 class HugeRewardCartPole(CartPoleEnv):
     """A CartPole whose every step gives a reward of `reward` (1e300 by default): returns of a few hundred digits."""
 
@@ -208,6 +220,7 @@ gym.register("BlasThreadsCartPole-v0", entry_point=BlasThreadsCartPole, max_epis
 gym.register("MemoryReuseCartPole-v0", entry_point=MemoryReuseCartPole, max_episode_steps=500)
 gym.register("EvaluationFaultCartPole-v0", entry_point=EvaluationFaultCartPole, max_episode_steps=500)
 gym.register("EndlessCartPole-v0", entry_point=EndlessCartPole)  # no max_episode_steps: no time limit
+gym.register("SwallowingRenderCartPole-v0", entry_point=SwallowingRenderCartPole)
 gym.register("HugeRewardCartPole-v0", entry_point=HugeRewardCartPole, max_episode_steps=500)
 gym.register("ExitingCartPole-v0", entry_point=ExitingCartPole, max_episode_steps=500)
 gym.register("SlowStepCartPole-v0", entry_point=SlowStepCartPole, max_episode_steps=500)
