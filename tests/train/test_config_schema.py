@@ -18,7 +18,7 @@ def test_defaults_hold_every_design_key():
     assert config["env"] == {"id": "CartPole-v1", "kwargs": {}, "envs_per_worker": 4, "vectorize": True,
                              "normalize_obs": False, "clip_obs": 10.0, "normalize_reward": False, "clip_reward": 10.0}
     assert config["model"] == {"hidden": [128], "activation": "relu", "lstm": False, "shared_body": True,
-                               "log_std_init": 0.0, "factory": None, "kwargs": {}}
+                               "orthogonal_init": False, "log_std_init": 0.0, "factory": None, "kwargs": {}}
     algo = config["algorithm"]
     assert algo["name"] == "a3c"
     assert {k: algo[k] for k in ("gamma", "n_steps", "entropy_coef", "value_coef", "max_grad_norm")} == \
