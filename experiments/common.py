@@ -175,13 +175,31 @@ def worker_breakdown(config: str, overrides: Sequence[str], seconds: float) -> d
     return result
 
 
-def return_curve(run_dir: Path, started_at: float) -> list[tuple[float, float]]:
-    """(seconds since started_at, mean return of the recent window) from a run's event files."""
+def train_run(config: Path, sets: Sequence[str], logdir: Path, timeout: float) -> Path:
+    """`train --config config --set ...` into logdir (which must hold no other run); its run directory.
+    RuntimeError with the end of its stderr when it fails."""
+    args = [sys.executable, "-m", "framework.train", "train", "--config", str(config), "--logdir", str(logdir)]
+    for item in sets:
+        args += ["--set", item]
+    done = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"train {config.name} {' '.join(sets)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    (run_dir,) = [p for p in logdir.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def window_events(run_dir: Path) -> list[Any]:
+    """The events of episode/return_window_mean (the mean return of the recent window) in a run's event files."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
     tag = "episode/return_window_mean"
-    return [(e.wall_time - started_at, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+    return acc.Scalars(tag) if tag in acc.Tags()["scalars"] else []
+
+
+def return_curve(run_dir: Path, started_at: float) -> list[tuple[float, float]]:
+    """(seconds since started_at, mean return of the recent window) from a run's event files."""
+    return [(e.wall_time - started_at, e.value) for e in window_events(run_dir)]
 
 
 def plot_return_curves(series: Sequence[tuple[str, str, Sequence[list[tuple[float, float]]]]], title: str,

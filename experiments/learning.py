@@ -23,18 +23,14 @@ import argparse
 import importlib.util
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from common import REPO, RESULTS, load, markdown_table, write_result
+from common import REPO, RESULTS, load, markdown_table, return_curve, train_run, write_result
 
-TRAIN = [sys.executable, "-m", "framework.train", "train"]
 
 
 @dataclass(frozen=True)
@@ -78,19 +74,9 @@ def run(task: Task, seed: int, seconds: float, full_budget: bool, logdir: Path, 
             *task_overrides(task), *overrides]
     if full_budget:
         sets.append("trainer.target_return=null")
-    args = ["--config", str(REPO / "configs" / task.config), "--logdir", str(logdir)]
-    for item in sets:
-        args += ["--set", item]
-    done = subprocess.run([*TRAIN, *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=seconds + 300)
-    if done.returncode != 0:
-        raise RuntimeError(f"train {task.config} seed {seed} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    (run_dir,) = [p for p in logdir.iterdir() if p.is_dir()]
+    run_dir = train_run(REPO / "configs" / task.config, sets, logdir, seconds + 300)
     summary = json.loads((run_dir / "summary.json").read_text())
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    events = acc.Scalars("episode/return_window_mean") if "episode/return_window_mean" in acc.Tags()["scalars"] else []
-    return {"summary": summary, "curve": [(e.wall_time - summary["started_at"], e.value) for e in events]}
+    return {"summary": summary, "curve": return_curve(run_dir, summary["started_at"])}
 
 
 def reached_at(result: dict, target: float) -> float | None:

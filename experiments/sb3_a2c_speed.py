@@ -28,8 +28,9 @@ def hyperparameters(env_id: str) -> tuple[str, dict]:
     if env_id in table:
         return env_id, dict(table[env_id])
     stem = re.sub(r"-v\d+$", "", env_id)
-    for key in sorted((k for k in table if re.sub(r"-v\d+$", "", k) == stem), reverse=True):
-        return key, dict(table[key])
+    versions = sorted((k for k in table if re.sub(r"-v\d+$", "", k) == stem), reverse=True)
+    if versions:
+        return versions[0], dict(table[versions[0]])
     if "NoFrameskip" in env_id:
         return "atari", dict(table["atari"])
     raise SystemExit(f"no a2c.yml entry for {env_id}")
@@ -71,9 +72,8 @@ def main() -> None:
         from torch import nn  # noqa: F401  (names the kwargs may use)
         from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike  # noqa: F401
         params["policy_kwargs"] = eval(params["policy_kwargs"])
-    for name in ("learning_rate",):
-        if name in params:
-            params[name] = schedule(params[name])
+    if "learning_rate" in params:
+        params["learning_rate"] = schedule(params["learning_rate"])
     if "NoFrameskip" in env_id:
         env = make_atari_env(env_id, n_envs=n_envs)
     else:

@@ -25,15 +25,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, RESULTS, load, machine_line, markdown_table
+from common import REPO, RESULTS, load, machine_line, markdown_table, train_run, window_events
 
-TRAIN = [sys.executable, "-m", "framework.train", "train"]
 SB3_PYTHON = os.environ.get("HOGSHARE_SB3_PYTHON", "/tmp/sb3/bin/python")
 EVAL_EPISODES = 10
 CURVE_POINTS = 200
@@ -87,14 +85,10 @@ def train(task: Task, seed: int, logdir: Path, max_seconds: float, overrides: li
     """One training run of the task's config for its budget; its run directory."""
     sets = [f"seed={seed}", f"trainer.total_steps={task.budget}", f"trainer.max_seconds={max_seconds:g}",
             "trainer.target_return=null", "logging.progress=false", "logging.log_every_s=5", *overrides]
-    args = ["--config", str(REPO / "configs" / task.config), "--logdir", str(logdir)]
-    for item in sets:
-        args += ["--set", item]
-    done = subprocess.run([*TRAIN, *args], capture_output=True, text=True, cwd=REPO, timeout=max_seconds + 600)
-    if done.returncode != 0:
-        raise SystemExit(f"train {task.config} seed {seed} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    (run_dir,) = [p for p in logdir.iterdir() if p.is_dir()]
-    return run_dir
+    try:
+        return train_run(REPO / "configs" / task.config, sets, logdir, max_seconds + 600)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def evaluation(task: Task, run_dir: Path, summary: dict) -> tuple[float, str]:
@@ -109,11 +103,7 @@ def evaluation(task: Task, run_dir: Path, summary: dict) -> tuple[float, str]:
 
 def curve(run_dir: Path) -> list[tuple[int, float]]:
     """(env steps, mean return of the last 100 episodes), at most CURVE_POINTS of them."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    tag = "episode/return_window_mean"
-    events = acc.Scalars(tag) if tag in acc.Tags()["scalars"] else []
+    events = window_events(run_dir)
     stride = max(1, len(events) // CURVE_POINTS)
     return [(e.step, e.value) for e in events[::stride]] + [(e.step, e.value) for e in events[-1:]]
 
