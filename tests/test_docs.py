@@ -110,7 +110,19 @@ def run_example(example: Example, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=BLOCK_TIMEOUT_S, stdin=subprocess.DEVNULL)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(CHECKOUT)) for p in PAGES])
+LONG_PAGES = {"docs/training.md", "docs/hogwild.md", "docs/monitoring.md", "docs/python-api.md"}
+
+
+def _page_params() -> list:
+    """One parameter per page; the pages whose examples train for minutes are marked slow."""
+    params = []
+    for page in PAGES:
+        name = str(page.relative_to(CHECKOUT))
+        params.append(pytest.param(page, id=name, marks=[pytest.mark.slow] if name in LONG_PAGES else []))
+    return params
+
+
+@pytest.mark.parametrize("page", _page_params())
 def test_examples_run_as_written(page: Path, tmp_path: Path) -> None:
     cwd = _sandbox(tmp_path)
     for example in examples(page):

@@ -40,6 +40,7 @@ def nothing_left():
 @pytest.mark.fault("R", "configs/a3c_ray.yaml run to the end on its own simulated cluster of 2 nodes",
                    "CartPole solved; the exchange in TensorBoard and summary.json; no process (Ray's included), "
                    "/dev/shm segment or directory left")
+@pytest.mark.slow
 def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_nothing(watch, logdir, nothing_left):
     done = run_cli(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
                    "--set", "trainer.max_seconds=150", timeout=220)
@@ -64,6 +65,7 @@ def _niceness(pid: int) -> int:
                    "the node groups and their workers run at train's niceness (not Ray's 15); exit 0 with SIGTERM "
                    "as stop reason and a final checkpoint; the cluster's processes, directory and /dev/shm "
                    "segments all gone")
+@pytest.mark.slow
 def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, logdir, nothing_left):
     run = Train(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
                 "--set", "trainer.target_return=null", "--set", "trainer.checkpoint_every_s=0.5")

@@ -145,6 +145,7 @@ def test_a_lost_node_is_reported_once_and_the_run_goes_on(watch, tmp_path, logdi
 @pytest.mark.fault("R", "a node running a group killed, `on_worker_failure: restart`",
                    "the group starts again on a live node (two groups run again), training goes on; "
                    "`worker_restarts: 1`, `node_failures: 1`")
+@pytest.mark.slow
 def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_restart(watch, tmp_path, logdir,
                                                                                     full_cluster):
     config = ray_config(full_cluster.address, trainer={"on_worker_failure": "restart"})
@@ -166,6 +167,7 @@ def test_a_lost_node_group_restarts_on_another_node_under_on_worker_failure_rest
 @pytest.mark.fault("R", "SIGSTOP of a node group's actor (a hung node), `trainer.ray.timeout_s: 3`",
                    "the group is declared lost after 3-10 s without an exchange; its processes are gone; the run "
                    "goes on and ends with exit 0")
+@pytest.mark.slow
 def test_a_stalled_node_group_times_out_and_the_run_goes_on(watch, tmp_path, logdir, full_cluster):
     run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
     actor, workers = next(iter(_running_groups(full_cluster, 2).values()))
@@ -193,6 +195,7 @@ declared dead (1-3 s, SIMULATED_CLUSTER_CONFIG)."""
                    "the group is reported lost once and fenced: its workers stop while the raylet is still stopped; "
                    "the run ends with `total_steps reached` at env_steps >= total_steps (its counts and the "
                    "server's step budget agree), exit 0, `node_failures: 1`")
+@pytest.mark.slow
 def test_a_hung_node_group_is_fenced_and_counts_nowhere(watch, tmp_path, logdir, full_cluster):
     config = ray_config(full_cluster.address, trainer={"total_steps": HUNG_RUN_STEPS},
                         env={"id": "fault_envs:SlowStepCartPole-v0", "kwargs": {"step_s": 0.001}})
@@ -243,6 +246,7 @@ def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, l
 @pytest.mark.fault("20", "`--resume` of a local run with `--set trainer.backend=ray` on a joined cluster",
                    "counters, episodes and seeds' generations continue; the checkpoint holds the global parameters "
                    "and a node's normalisation statistics, which went on from the local run's")
+@pytest.mark.slow
 def test_a_local_run_resumes_on_ray_with_its_counters_parameters_and_statistics(watch, tmp_path, logdir, full_cluster):
     config = write_config(tmp_path / "c.yaml", fast_config(env={"normalize_obs": True},
                                                            trainer={"workers": 4, "total_steps": 4000}))
@@ -285,6 +289,7 @@ def test_a_stop_signal_writes_a_final_checkpoint_and_removes_every_actor(watch, 
 
 @pytest.mark.fault("R", "none: Hogwild with its dataset sharded over 2 node groups",
                    "the run reaches its target accuracy through the exchange")
+@pytest.mark.slow
 def test_hogwild_trains_on_shards_spread_over_the_nodes(watch, tmp_path, logdir, full_cluster):
     # 0.7: this small task (8,000 rows, 4,000 per node) peaks near 0.8 in a few seconds, then overfits
     config = hogwild_config(algorithm={"target_accuracy": 0.7}, trainer={
@@ -312,6 +317,7 @@ def test_more_nodes_than_the_cluster_has_is_refused_before_anything_is_written(w
 
 @pytest.mark.fault("R", "the only node running a group killed",
                    "the run stops with exit 1 (`no workers left`), `node_failures: 1`, the final checkpoint written")
+@pytest.mark.slow
 def test_losing_the_only_node_group_stops_the_run_as_failed(watch, tmp_path, logdir, full_cluster):
     config = ray_config(full_cluster.address, trainer={"workers": 2, "ray": {
         "address": full_cluster.address, "nodes": 1, "workers_per_node": 2, "timeout_s": 3}})
