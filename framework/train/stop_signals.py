@@ -19,6 +19,11 @@ phase of a run acts on it where it can do so cleanly:
 - shutdown (workers stopping, the final checkpoint): later signals change
   nothing; stopping workers get `trainer.join_timeout_s`, then are terminated.
 
+A stop signal that is ignored when the command starts stays ignored, as
+Python leaves an ignored SIGINT alone: `nohup train ...` keeps training when
+its terminal closes (SIGHUP), and a script's background job (`train ... &`,
+SIGINT ignored) is not stopped by a Ctrl-C meant for the foreground.
+
 SDL (pygame's rendering, for videos) takes SIGINT and SIGTERM when it starts
 wherever they still have their default action, turning them into an event
 nothing reads: installed first, these handlers stay (`evaluate --record`
@@ -64,7 +69,8 @@ class StopSignals:
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._record) for s in STOP_SIGNALS}
+            ignored = {s for s in STOP_SIGNALS if signal.getsignal(s) == signal.SIG_IGN}  # nohup's SIGHUP
+            self._previous = {s: signal.signal(s, self._record) for s in STOP_SIGNALS if s not in ignored}
         return self
 
     def __exit__(self, *exc: Any) -> None:

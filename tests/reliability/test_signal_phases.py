@@ -33,10 +33,10 @@ def _send(run: Train, signum: int, group: bool) -> None:
     (os.killpg if group else os.kill)(run.pid, signum)
 
 
-def _start(watch, tmp_path, logdir, python_flags=(), process_env=None, **sections) -> Train:
+def _start(watch, tmp_path, logdir, python_flags=(), process_env=None, prefix=(), **sections) -> Train:
     config = write_config(tmp_path / "c.yaml", fast_config(**sections))
     return Train(watch, "--config", config, "--logdir", logdir, python_flags=python_flags, start_new_session=True,
-                 env=process_env)
+                 env=process_env, prefix=prefix)
 
 
 def _assert_nothing_written(logdir) -> None:
@@ -132,6 +132,21 @@ def test_sighup_while_training_checkpoints_like_sigterm(watch, tmp_path, logdir)
     os.killpg(run.pid, signal.SIGHUP)
     _assert_stopped_cleanly(run, logdir, signal.SIGHUP)
     assert still_alive(workers, 5) == []
+
+
+@pytest.mark.fault("13", "SIGHUP to the process group of `nohup train ...` while training (nohup started it with "
+                         "SIGHUP ignored)",
+                   "SIGHUP stays ignored: the run keeps training; a SIGTERM then stops it (stop reason SIGTERM, "
+                   "exit 0, final checkpoint)")
+def test_nohup_keeps_a_run_training_through_sighup(watch, tmp_path, logdir):
+    run = _start(watch, tmp_path, logdir, prefix=["nohup"], trainer={"checkpoint_every_s": 0.3})
+    run_dir = wait_for_run_dir(logdir)
+    wait_for_file(run_dir / "checkpoints" / "checkpoint.npz")
+    workers = worker_pids(run.pid, 2)
+    os.killpg(run.pid, signal.SIGHUP)
+    assert still_alive([run.pid, *workers], 2) == [run.pid, *workers], run.stderr
+    os.kill(run.pid, signal.SIGTERM)
+    _assert_stopped_cleanly(run, logdir, signal.SIGTERM)
 
 
 @pytest.mark.fault("13", "the terminal of a run closes: `train` runs as the session leader of a pty (progress bar "
