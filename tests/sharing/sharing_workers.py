@@ -47,7 +47,7 @@ def wait_for_exit(pid: int, timeout: float = 60.0) -> None:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rpartition(")")[2].split()[0] == "Z":
                     return
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone; reaped between the open and the read
             return
         time.sleep(0.02)
 
@@ -57,6 +57,23 @@ class AfterSenderExit:
 
     def __reduce__(self):
         return wait_for_exit, (os.getpid(),)
+
+
+def raise_process_lookup_error() -> None:
+    """What reading /proc of a process reaped a moment ago raises: an OSError, from an object's own unpickling."""
+    raise ProcessLookupError(3, "No such process")
+
+
+class UnpicklesWithOSError:
+    """Raises an OSError where it is unpickled (the parent, for a pool result)."""
+
+    def __reduce__(self):
+        return raise_process_lookup_error, ()
+
+
+def result_that_cannot_be_unpickled(value: float) -> tuple:
+    """Pool task: a result whose unpickling in the parent raises an OSError."""
+    return UnpicklesWithOSError(), value
 
 
 def shared_result_after_exit(value: float) -> tuple:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import sharing
 from sharing import storage_of
 from sharing_workers import (add_one, echo, fork_send_inherited, fork_write, send_inherited_after_parent_released,
-                             shared_result_after_exit, sum_received, write_through_views)
+                             result_that_cannot_be_unpickled, shared_result_after_exit, sum_received,
+                             write_through_views)
 
 TIMEOUT = 60
 
@@ -78,6 +79,21 @@ def test_pool_result_that_cannot_be_received_fails_its_task_not_the_pool(start_m
             pool.map_async(shared_result_after_exit, [1.0, 2.0], chunksize=1).get(TIMEOUT)
         with pytest.raises(RuntimeError, match=gone):
             pool.apply_async(shared_result_after_exit, (3.0,)).get(TIMEOUT)
+        assert pool.map_async(abs, [-1, -2, -3]).get(TIMEOUT) == [1, 2, 3]   # the pool still works
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_pool_result_whose_unpickling_raises_fails_the_waiting_tasks_not_the_pool(start_method):
+    # An OSError raised while a result is unpickled would end the pool's result thread as a closed pipe does.
+    pool = sharing.get_context(start_method).Pool(2)
+    try:
+        unknown = r"could not be received \(ProcessLookupError: .*every task waiting for a result fails with it"
+        with pytest.raises(RuntimeError, match=unknown):
+            pool.apply_async(result_that_cannot_be_unpickled, (1.0,)).get(TIMEOUT)
         assert pool.map_async(abs, [-1, -2, -3]).get(TIMEOUT) == [1, 2, 3]   # the pool still works
     finally:
         pool.terminate()
