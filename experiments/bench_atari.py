@@ -78,7 +78,7 @@ def env_alone(seconds: float, envs: int) -> dict:
     import numpy as np
     from gymnasium.vector import AutoresetMode
 
-    from framework.algorithms.a3c.envs import make_atari, make_atari_vector
+    from framework.rl.envs import make_atari, make_atari_vector
 
     rng = np.random.default_rng(0)
     result = {"load": load()}

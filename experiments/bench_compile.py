@@ -50,7 +50,7 @@ from common import REPO, a3c_worker, load, markdown_table, worker_breakdown, wri
 sys.path.insert(0, str(REPO))
 import framework  # noqa: E402
 from framework import compiler  # noqa: E402
-from framework.algorithms.a3c.model import ActorCritic  # noqa: E402
+from framework.rl.model import ActorCritic  # noqa: E402
 from framework.algorithms.a3c.worker import a3c_loss  # noqa: E402
 
 CONFIG = REPO / "configs" / "a3c.yaml"
@@ -156,7 +156,7 @@ def train(compile_on: bool, vectorize: bool, seconds: float, logdir: Path) -> di
 
 
 def _step_envs(seconds: float, vectorize: bool, queue: "multiprocessing.Queue") -> None:
-    from framework.algorithms.a3c.envs import EnvBatch
+    from framework.rl.envs import EnvBatch
     envs = EnvBatch("CartPole-v1", {}, 16, seed=0, vectorize=vectorize)
     rng = np.random.default_rng(0)
     steps, start = 0, time.perf_counter()

@@ -27,7 +27,7 @@ from common import REPO, markdown_table, write_result
 sys.path.insert(0, str(REPO))
 from framework import algorithms  # noqa: E402
 from framework.train.config import read_yaml, validate  # noqa: E402
-from framework.train.trainer import read_checkpoint  # noqa: E402
+from framework.train.run_checkpoint import read_checkpoint  # noqa: E402
 from framework.train.video import GifFrames, write_video  # noqa: E402
 
 

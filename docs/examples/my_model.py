@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 
 from framework import nn
-from framework.algorithms.a3c import ActorCriticBase
+from framework.rl import ActorCriticBase
 
 
 class TwoLayer(ActorCriticBase):

@@ -82,7 +82,7 @@ _TRUSTED = ("framework.tensor", "framework.ops", "framework.nn", "framework.dist
             "framework.tracing", "framework.dtypes", "framework.creation", "framework.device", "framework.autograd",
             "framework.compiler")
 """The tensor library: what its Python does to tensors reaches the Recorder through the hook."""
-_APPLICATION = ("framework.algorithms", "framework.train")
+_APPLICATION = ("framework.algorithms", "framework.rl", "framework.plugin", "framework.train")
 """Framework code that is application code to the compiler: traced through, its calls checked."""
 USER, TRUSTED, LIBRARY = "user", "trusted", "library"
 

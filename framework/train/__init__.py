@@ -6,18 +6,19 @@ The public Python API (docs/python-api.md), loaded on first use:
 a trained run, `read_checkpoint(path)` gives a checkpoint's parameters by
 name; `ConfigError` and `CheckpointError` are what they raise for bad input.
 
-- `schema`: `Field`, `ConfigError` and validation (imports nothing else of the project);
 - `config`, `yaml_input`: the core schema, `--set`, run directories' config.yaml; YAML read in bounded time and memory;
 - `api`, `policy`: `run`, `Run`, `read_checkpoint`; `load_policy`, `Policy` (acting, export to .safetensors);
 - `cli`: the `train` and `evaluate` commands (`python -m framework.train` runs them too);
 - `trainer`: start-up (model, shared memory, checks, checkpoint), then the run directory and the monitor;
-- `startup`, `run_dir`, `resume`, `stop_signals`: room checks, the run directory, what a resume may change and what
-  a checkpoint must hold, and what each phase does with a stop signal;
+- `startup`, `run_dir`, `resume`, `stop_signals`: room checks, the run directory, what a resume may change, and what
+  each phase does with a stop signal;
+- `run_checkpoint`, `checkpoint`: what a run's checkpoint holds, its checks and restore; the file format;
 - `monitor`: the main process's loop (logging, checkpoints, evaluation, stopping);
 - `backends`: where workers run (`local`: processes on this machine);
-- `run_stats`, `checkpoint`, `tensorboard_writer`, `progress`: what the monitor works with.
+- `tensorboard_writer`, `progress`: what the monitor works with.
 
-The algorithms it trains are plugins in `framework.algorithms`. Importing this
+The algorithms it trains are plugins in `framework.algorithms`, written against the contract in
+`framework.plugin` (`Algorithm`, `Field`, `ConfigError`, the workers' statistics). Importing this
 package imports none of these modules: a public name imports its module when
 first used.
 """
@@ -30,7 +31,7 @@ _PUBLIC = {
     "run": "framework.train.api", "Run": "framework.train.api", "RunFailed": "framework.train.api",
     "read_checkpoint": "framework.train.api",
     "load_policy": "framework.train.policy", "Policy": "framework.train.policy",
-    "ConfigError": "framework.train.schema", "CheckpointError": "framework.train.checkpoint",
+    "ConfigError": "framework.plugin.schema", "CheckpointError": "framework.train.checkpoint",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -34,8 +34,9 @@ import numpy as np
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import ConfigError, load_config, string_override
 from framework.train.policy import Policy, load_policy
-from framework.train.schema import printable, short_repr
-from framework.train.trainer import Trainer, checkpoint_path
+from framework.plugin.schema import printable, short_repr
+from framework.train.run_checkpoint import checkpoint_path
+from framework.train.trainer import Trainer
 
 
 class RunFailed(RuntimeError):

@@ -10,7 +10,7 @@ A checkpoint is read as untrusted input: every entry must be stored as it is
 has, and all of them may not exceed the file or what the caller can use; only
 then is an array read, so a file never costs more memory than its own size.
 What the state must hold (names, shapes, ranges) is checked by its user
-(`resume.check_saved_state`).
+(`run_checkpoint.check_saved_state`).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from framework.train.run_dir import write_atomically
-from framework.train.schema import printable, short_repr
+from framework.plugin.schema import printable, short_repr
 
 FORMAT = "hogshare-checkpoint"
 VERSION = 1

@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from framework import algorithms
-from framework.algorithms.base import Algorithm, Evaluation, FrameSink
+from framework.plugin.algorithm import Algorithm, Evaluation, FrameSink
 from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config,
                                     read_yaml, string_override, validate)
-from framework.train.formatting import significant
+from framework.plugin.formatting import significant
 from framework.train.progress import Output, reopen_closed_streams
 from framework.train.resume import check_changes
 from framework.train.run_dir import run_config_file
-from framework.train.schema import one_line, printable, short_repr
+from framework.plugin.schema import one_line, printable, short_repr
 from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
 from sharing.room import format_bytes
@@ -129,7 +129,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", type=_path, metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its checkpoint")
     with StopSignals() as signals:
-        from framework.train.trainer import Trainer, checkpoint_path  # the bulk of the imports, with signals recorded
+        from framework.train.run_checkpoint import checkpoint_path  # the bulk of the imports, with signals recorded
+        from framework.train.trainer import Trainer
         args = parser.parse_args(argv)
         if args.resume is not None and args.env is not None:
             parser.error("--env applies to new runs only; a resumed run keeps its environment")

@@ -37,15 +37,15 @@ from typing import Any, Callable, ContextManager, TextIO
 
 import numpy as np
 
-from framework.algorithms.base import Evaluation
-from framework.device import to_host
+from framework.plugin.algorithm import Evaluation
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
 from framework.train.checkpoint import CheckpointError, save_checkpoint
 from framework.train.config import get_path
-from framework.train.formatting import finite_json
+from framework.plugin.formatting import finite_json
 from framework.train.progress import Progress
+from framework.train.run_checkpoint import checkpoint_state, model_state
 from framework.train.run_dir import write_atomically
-from framework.train.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
+from framework.plugin.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
 from framework.train.stop_signals import Interrupted
 from framework.train.video import GifFrames
 
@@ -58,11 +58,6 @@ class RunResult:
 
     exit_code: int
     summary: dict[str, Any]
-
-
-def model_state(model: Any) -> dict[str, np.ndarray]:
-    """The model's parameters as named NumPy copies (copied to the host from a CUDA device)."""
-    return {name: to_host(value.data_array, copy=True) for name, value in model.state_dict().items()}
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -136,6 +131,7 @@ class Monitor:
         self.cfg = launch.config
         self.tcfg = launch.config["trainer"]
         self.model, self.optimizer, self.stats, self.run_state = launch.model, launch.optimizer, launch.stats, run
+        self.plugin_state = launch.state
         self.writer = writer
         self.checkpoint_file, self.summary_file, self.videos_dir = checkpoint_file, summary_file, videos_dir
         self.say, self.stop_signal, self.progress_stream = say, stop_signal, progress_stream
@@ -409,16 +405,11 @@ class Monitor:
     # -- checkpoints and summary --------------------------------------------------------------
     def _checkpoint(self, snap: Any, now: float, final: bool = False) -> None:
         rs = self.run_state
-        state = {
-            "algorithm": self.cfg["algorithm"]["name"],
-            "model": model_state(self.model),
-            "optimizer": self.optimizer.state_dict(),
-            "run": {"env_steps": snap.total(STEPS), "updates": snap.total(UPDATES),
-                    "episodes": snap.total(EPISODES), "skipped_updates": snap.total(SKIPPED),
-                    "wall_seconds": self.wall(now), "solved_at_seconds": rs.solved_at,
-                    "recent_returns": np.asarray(rs.window, dtype=np.float64),
-                    "seed": self.cfg["seed"], "generations": list(rs.generations)},
-        }
+        state = checkpoint_state(self.cfg["algorithm"]["name"], self.model, self.optimizer, {
+            "env_steps": snap.total(STEPS), "updates": snap.total(UPDATES), "episodes": snap.total(EPISODES),
+            "skipped_updates": snap.total(SKIPPED), "wall_seconds": self.wall(now), "solved_at_seconds": rs.solved_at,
+            "recent_returns": np.asarray(rs.window, dtype=np.float64), "seed": self.cfg["seed"],
+            "generations": list(rs.generations)}, self.plugin_state)
         try:
             save_checkpoint(self.checkpoint_file, state)
         except CheckpointError as exc:

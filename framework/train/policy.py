@@ -2,7 +2,7 @@
 
 `Policy.act(obs, state=None, deterministic=True) -> (action, state)` has the
 shape of Stable-Baselines3's `predict`. It acts through the algorithm's
-actor (`a3c.actor.Actor`), the code `evaluate` plays with, so the run's
+actor (`rl.actor.Actor`), the code `evaluate` plays with, so the run's
 observation normalisation is applied and a greedy action is the one
 `evaluate` would take. `Policy.export(path)` writes the weights by their
 PyTorch names, and the observation statistics apart under
@@ -20,12 +20,12 @@ import numpy as np
 
 import framework
 from framework import algorithms, nn
-from framework.algorithms.base import Algorithm
+from framework.plugin.algorithm import Algorithm
 from framework.device import to_device, to_host
 from framework.train.config import Config, ConfigError, read_yaml, validate
 from framework.train.run_dir import run_config_file, write_atomically
-from framework.train.schema import printable, short_repr
-from framework.train.trainer import read_checkpoint
+from framework.plugin.schema import printable, short_repr
+from framework.train.run_checkpoint import read_checkpoint
 
 EXPORT_FORMAT = "hogshare-policy"
 """The `format` entry of an exported file's metadata."""
@@ -42,7 +42,7 @@ def load_trained(run_dir: str | Path) -> tuple[Config, Algorithm, nn.Module]:
     config = validate(read_yaml(run_config_file(run_dir)))
     algorithm = algorithms.get(config["algorithm"]["name"])
     model = algorithm.build_model(config)
-    read_checkpoint(run_dir, config, model)
+    read_checkpoint(run_dir, config, model, sum(a.nbytes for a in algorithm.build_state(config).values()))
     return config, algorithm, model
 
 

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from framework.train.formatting import significant
+from framework.plugin.formatting import significant
 
 
 def reopen_closed_streams() -> None:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from framework.train.schema import ConfigError, printable
+from framework.plugin.schema import ConfigError, printable
 from framework.train.startup import RunError
 
 TEMP_SUFFIX = ".tmp"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from framework.train.schema import ConfigError, printable
+from framework.plugin.schema import ConfigError, printable
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -74,7 +74,7 @@ def _has_image(space: "gym.Space") -> bool:
 def _spaces(env_id: str) -> tuple["gym.Space", "gym.Space", float | None]:
     """(observation space, action space, registered reward threshold) of env_id; ConfigError if it cannot be
     built."""
-    from framework.algorithms.a3c.envs import EnvBuildError, env_id_problem, make_env
+    from framework.rl.envs import EnvBuildError, env_id_problem, make_env
     problem = env_id_problem(env_id)
     if problem is not None:
         raise ConfigError(f"argument --env: got {printable(repr(env_id))}; allowed: {problem}")
@@ -97,7 +97,7 @@ def choose(env_id: str) -> Choice:
             return Choice(path, (), f"the shipped config for {env_id}")
     observation, action, threshold = _spaces(env_id)
     import gymnasium as gym
-    from framework.algorithms.a3c.envs import extra_needed
+    from framework.rl.envs import extra_needed
     if extra_needed(env_id) == "atari":
         name, kind = ATARI_DEFAULT, "Atari games"
     elif isinstance(action, gym.spaces.Box):

@@ -32,7 +32,7 @@ import os
 import resource
 from pathlib import Path
 
-from framework.train.schema import printable
+from framework.plugin.schema import printable
 from sharing.room import format_bytes, system_room
 from sharing.strategies import FILE_DESCRIPTOR
 

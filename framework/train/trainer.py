@@ -23,54 +23,25 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 import sharing
 from framework import algorithms
 from framework.device import cuda_device_count, use_device
-from framework.train import backends, resume, run_dir, startup
+from framework.train import backends, run_dir, startup
 from framework.train.backends.base import Backend, Launch, share_model
-from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import Config, ConfigError, config_text
-from framework.train.monitor import Monitor, RunResult, RunState, model_state
+from framework.train.monitor import Monitor, RunResult, RunState
 from framework.train.progress import Output
-from framework.train.run_stats import RunStats
-from framework.train.schema import one_line, printable
+from framework.train.run_checkpoint import (CHECKPOINT, checkpoint_path, load_optimizer_state, model_state,
+                                            read_checkpoint, restore_plugin_state)
+from framework.plugin.run_stats import RunStats
+from framework.plugin.schema import one_line, printable
 from framework.train.startup import RunError
 from framework.train.stop_signals import StopSignals
 
 CONFIG_FILE = run_dir.CONFIG_FILE
-CHECKPOINT = Path(run_dir.CHECKPOINTS) / "checkpoint.npz"
-CHECKPOINT_META_BYTES = 4 << 20
-"""The most a checkpoint holds besides parameters and optimizer state (run counters, recent returns, JSON)."""
-
-__all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer", "checkpoint_path", "load_model_state", "model_state",
-           "read_checkpoint"]
-
-
-def checkpoint_path(run_dir: str | Path) -> Path:
-    """Where a run directory keeps its checkpoint."""
-    return Path(run_dir) / CHECKPOINT
-
-
-def load_model_state(model: Any, state: dict[str, Any], source: Path) -> None:
-    """Copy saved parameters into model; CheckpointError naming source when they do not fit."""
-    try:
-        model.load_state_dict(state)
-    except (KeyError, ValueError, RuntimeError, TypeError) as exc:
-        raise CheckpointError(f"checkpoint '{source}' does not fit the model of this config: {one_line(exc)}") from None
-
-
-def read_checkpoint(run: Path, config: Config, model: Any) -> dict[str, Any]:
-    """The checked checkpoint of a run directory, its parameters loaded into model; CheckpointError otherwise.
-
-    Nothing of a checkpoint larger than this model (and optimizer state of up to
-    four arrays per parameter) could use is read.
-    """
-    path = checkpoint_path(run)
-    params = sum(value.nbytes for value in model_state(model).values())
-    saved = load_checkpoint(path, max_bytes=5 * params + CHECKPOINT_META_BYTES)
-    resume.check_saved_state(saved, path, config["algorithm"]["name"])
-    load_model_state(model, saved["model"], path)
-    return saved
+__all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer"]
 
 
 class Trainer:
@@ -146,29 +117,38 @@ class Trainer:
             model = self.algorithm.build_model(cfg)
         except MemoryError as exc:
             raise RunError(f"cannot build the model of this config: {one_line(exc)}") from None
+        plugin_state = self.algorithm.build_state(cfg)
+        if plugin_state and tcfg["backend"] != "local":
+            raise ConfigError(f"config key 'trainer.backend': got {tcfg['backend']!r}; allowed: local for algorithm "
+                              f"{cfg['algorithm']['name']}, whose own arrays ({', '.join(sorted(plugin_state))}) "
+                              f"only the local backend carries")
         check()
-        saved = read_checkpoint(self.run_dir, cfg, model) if self.resume else None
+        plugin_bytes = sum(a.nbytes for a in plugin_state.values())
+        saved = read_checkpoint(self.run_dir, cfg, model, plugin_bytes) if self.resume else None
         check()
         startup.check_semaphore_room()
         if tcfg["backend"] == "local":
             startup.check_worker_memory(tcfg["workers"], sum(p.data_array.nbytes for p in model.parameters()))
         model, optimizer, stats = self._share(model)
+        plugin_state = {name: sharing.share_array(np.asarray(a)) for name, a in plugin_state.items()}
         check()
         run = RunState(tcfg["workers"], self.algorithm.window(cfg))
         if saved is not None:
             path = checkpoint_path(self.run_dir)
-            dropped = resume.load_optimizer_state(optimizer, saved["optimizer"], path)
+            dropped = load_optimizer_state(optimizer, saved["optimizer"], path)
             if dropped:
                 self.say(f"resuming with the config's optimizer options: the saved {', '.join(dropped)} "
                          f"(not kept with these options) is dropped")
+            restore_plugin_state(plugin_state, saved, path, cfg["algorithm"]["name"])
             run.restore(saved["run"], stats)
         startup.ensure_descriptors(tcfg["workers"])
         checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * run.window.maxlen + (64 << 10)
-                            + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values()))
+                            + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values())
+                            + plugin_bytes)
         startup.check_disk(self.run_dir if self.resume else Path(cfg["logging"]["logdir"]),
                            len(config_text(cfg)) + 2 * checkpoint_bytes + startup.EVENTS_ROOM)
         check()
-        launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations)
+        launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations, plugin_state)
         try:
             pool = backends.backend_class(tcfg["backend"])(launch)
         except (OSError, MemoryError) as exc:

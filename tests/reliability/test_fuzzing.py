@@ -14,15 +14,15 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from framework import algorithms
-from framework.train import resume, yaml_input
+from framework.train import yaml_input
 from framework.train.checkpoint import CheckpointError
 from framework.train.cli import evaluate_main, train_main
 from framework.train.config import (MAX_EVAL_EPISODES, MAX_SECONDS, ConfigError, full_schema, get_path,
                                     validate)
 from framework.train.monitor import RunState
-from framework.train.run_stats import RunStats
-from framework.train.schema import INT64_MAX, MAX_ITEMS, Field
-from framework.train.trainer import read_checkpoint
+from framework.plugin.run_stats import RunStats
+from framework.plugin.schema import INT64_MAX, MAX_ITEMS, Field
+from framework.train.run_checkpoint import load_optimizer_state, read_checkpoint
 from npz_files import npy, peak_bytes, read_zip, write_zip
 from reliability_support import Watch, fast_config, only_run_dir, run_cli, write_config
 from train_cli import call_main, summary
@@ -343,7 +343,7 @@ def test_fuzz_mutated_real_checkpoints_resume_or_are_refused_in_one_line(example
 
     def restore():
         saved = read_checkpoint(run_dir, config, model)
-        resume.load_optimizer_state(optimizer, saved["optimizer"], run_dir / "checkpoints" / "checkpoint.npz")
+        load_optimizer_state(optimizer, saved["optimizer"], run_dir / "checkpoints" / "checkpoint.npz")
         RunState(2, 100).restore(saved["run"], RunStats(2, algorithm.metrics))
 
     try:

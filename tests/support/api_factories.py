@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
-from framework.algorithms.a3c.model import ActorCritic
+from framework.rl.model import ActorCritic
 
 
 class ShortCartPole(CartPoleEnv):

@@ -4,7 +4,8 @@ MoveToGoal: a point on a line moves left or right to a goal (Box observation, Di
 few seconds. DictGoal: the same with a Dict observation (a Box and a Discrete) and MultiDiscrete actions (the
 second component ignored). ImageGoal: a Dict of a (height, width, channels) image and a vector, MultiBinary
 actions; ImageGoalBox acts with a Box instead. OffsetGoal: a Tuple observation (a Box and a Discrete starting at -1) and MultiDiscrete actions that
-start at [1, -1]. TextObservation: a Text observation space, which A3C cannot read.
+start at [1, -1]. TextObservation: a Text observation space, which A3C cannot read. MyA3C and CountingA3C: plugins
+(CountingA3C keeps arrays of its own, `build_state`).
 """
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import gymnasium as gym
 import numpy as np
 
 from framework import nn
-from framework.algorithms.a3c.model import ActorCriticBase
+from framework.rl.model import ActorCriticBase
 from framework.algorithms.a3c.plugin import A3C
+from framework.algorithms.a3c.worker import Worker
 
 
 class MoveToGoal(gym.Env):
@@ -174,3 +176,23 @@ class MyA3C(A3C):
     """A user's plugin: A3C with another default experiment name."""
 
     experiment = "my-a3c"
+
+
+class CountingA3C(A3C):
+    """A plugin with arrays of its own (`build_state`): A3C whose workers count their updates, one slot per rank."""
+
+    name = "counting_a3c"
+
+    def build_state(self, config):
+        return {"updates": np.zeros(config["trainer"]["workers"], dtype=np.int64)}
+
+    def run_worker(self, ctx):
+        worker = Worker(self.build_model(ctx.config), ctx)
+        update = worker.update
+
+        def counted():
+            update()
+            ctx.state["updates"][ctx.rank] += 1
+
+        worker.update = counted
+        worker.run()

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from framework.train import shipped_configs
-from framework.train.schema import ConfigError
+from framework.plugin.schema import ConfigError
 from train_cli import CONFIGS, only_run_dir, run_cli
 
 

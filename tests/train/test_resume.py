@@ -10,6 +10,7 @@ import yaml
 
 from framework import algorithms
 from framework.train import resume
+from framework.train.run_checkpoint import load_optimizer_state
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import ConfigError, validate
 from framework.train.run_dir import NewRunDir, RunError, write_atomically
@@ -75,16 +76,16 @@ def test_momentum_turned_off_drops_the_saved_buffers_and_another_optimizer_is_re
         entry["step"][...] = 5
     saved = trained.state_dict()
     resumed = _sgd(0.0)
-    assert resume.load_optimizer_state(resumed, saved, tmp_path / "c.npz") == ["momentum_buffer"]
+    assert load_optimizer_state(resumed, saved, tmp_path / "c.npz") == ["momentum_buffer"]
     assert resumed.param_groups[0]["momentum"] == 0.0  # the config's option, not the checkpoint's
     with_momentum = _sgd(0.5)
-    assert resume.load_optimizer_state(with_momentum, saved, tmp_path / "c.npz") == []
+    assert load_optimizer_state(with_momentum, saved, tmp_path / "c.npz") == []
     assert with_momentum.param_groups[0]["momentum"] == 0.5
     assert all(np.all(entry["momentum_buffer"] == 1.0) for entry in with_momentum.state.values())
     adam = algorithms.get("a3c").build_optimizer(algorithms.get("a3c").build_model(validate({})), validate({}))
     with pytest.raises(CheckpointError, match="holds the state of another kind of optimizer .*; allowed: the state "
                                               "of a Adam optimizer"):
-        resume.load_optimizer_state(adam, saved, tmp_path / "c.npz")
+        load_optimizer_state(adam, saved, tmp_path / "c.npz")
 
 
 def test_a_run_directory_in_use_is_not_resumed(run_copy):

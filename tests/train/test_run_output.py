@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from framework.train.formatting import finite_json, significant
+from framework.plugin.formatting import finite_json, significant
 from framework.train.progress import Progress
 from run_configs import cartpole_config, hogwild_config
 from train_cli import run_cli, train

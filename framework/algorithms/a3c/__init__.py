@@ -2,6 +2,6 @@
 
 `ActorCriticBase` is the interface a `model.factory`'s network implements (docs/models.md).
 """
-from framework.algorithms.a3c.model import ActorCriticBase
+from framework.rl.model import ActorCriticBase
 
 __all__ = ["ActorCriticBase"]

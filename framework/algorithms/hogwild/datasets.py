@@ -33,7 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import sharing
-from framework.train.schema import ConfigError, Field
+from framework.plugin.schema import ConfigError, Field
 
 KINDS = ("npz", "mnist_teacher", "sparse_svm")
 

@@ -32,13 +32,13 @@ import numpy as np
 import framework
 import sharing
 from framework import nn
-from framework.algorithms.base import MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
+from framework.plugin.algorithm import MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
 from framework.algorithms.hogwild import datasets
 from framework.algorithms.hogwild.model import Classifier, LinearSVM
 from framework.algorithms.hogwild.worker import SharedData, run_dense, run_sparse
 from framework.device import to_device, to_host
 from framework.nn import functional as F
-from framework.train.schema import ConfigError, Field
+from framework.plugin.schema import ConfigError, Field
 
 _EVAL_ROWS = 4096
 

@@ -16,11 +16,11 @@ from typing import Any, ContextManager, Iterator
 import numpy as np
 
 import framework
-from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
+from framework.plugin.algorithm import WorkerContext, build_optimizer, learning_rate
+from framework.plugin.update import apply_gradient
 from framework.algorithms.hogwild import datasets
 from framework.device import to_device
 from framework.nn import functional as F
-from framework.optim.clip import grad_norm
 
 
 @dataclass
@@ -86,16 +86,8 @@ def run_dense(ctx: WorkerContext) -> None:
         x, y = to_device(data.x[start:stop], ctx.device), to_device(data.y[start:stop], ctx.device)
         loss = loss_fn(model, framework.as_tensor(x), framework.as_tensor(y))
         loss.backward()
-        value, norm = loss.item(), grad_norm(grad)
-        if not (np.isfinite(value) and np.isfinite(norm)):
-            ctx.stats.add_skipped()
-            continue
-        lr = steps.lr()
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        with steps.guard:
-            optimizer.step()
-        steps.finish(value, norm, lr, read_at)
+        if apply_gradient(ctx.stats, optimizer, grad, {"loss": loss.item()}, steps.lr(), read_at, guard=steps.guard):
+            ctx.stats.add_steps(steps.batch)
 
 
 def sparse_step(w: np.ndarray, batch: datasets.Sparse, degrees: np.ndarray, l2: float, lr: float,

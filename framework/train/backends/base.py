@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import abc
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from framework.algorithms.base import Algorithm
-from framework.train.run_stats import RunStats
+from framework.plugin.algorithm import Algorithm
+from framework.plugin.run_stats import RunStats
 
 Config = dict[str, Any]
 
@@ -91,6 +91,8 @@ class Launch:
     optimizer: Any
     stats: RunStats
     generations: list[int]
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+    """The plugin's own arrays in shared memory (`Algorithm.build_state`), each worker's `ctx.state`."""
 
 
 class BackendError(Exception):

@@ -39,10 +39,10 @@ from threadpoolctl import threadpool_limits
 
 import sharing
 from framework import algorithms
-from framework.algorithms.base import WorkerContext
+from framework.plugin.algorithm import WorkerContext
 from framework.device import use_device
 from framework.train.backends.base import Backend, Config, Launch, WorkerExit, set_environment, worker_seed
-from framework.train.run_stats import RunStats
+from framework.plugin.run_stats import RunStats
 from framework.train.stop_signals import WORKER_IGNORED
 from sharing import lifecycle
 
@@ -97,7 +97,7 @@ def main_module_reachable() -> Iterator[None]:
 
 
 def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
-                 error: Any, shared: Any) -> None:
+                 error: Any, shared: Any, state: dict[str, Any]) -> None:
     """Entry point of a worker process: rank in the run, row in `stats`, `error` the pipe for its traceback."""
     lifecycle.die_with_parent()
     lifecycle.ignore_signals(WORKER_IGNORED)
@@ -106,7 +106,7 @@ def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, opt
         keep_freed_memory()
         use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
-        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(row), shared))
+        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(row), shared, state))
     except BaseException:
         error.send_bytes(traceback.format_exc().encode(errors="replace")[-TRACEBACK_BYTES:])
         raise SystemExit(1) from None
@@ -161,7 +161,7 @@ class LocalBackend(Backend):
         proc = self._context.Process(
             target=_worker_main, name=f"{launch.config['experiment']}-worker-{rank}", daemon=True,
             args=(rank, row, seed, launch.config, launch.model, launch.optimizer, launch.stats, writer,
-                  self._shared))
+                  self._shared, launch.state))
         try:
             with lifecycle.signals_blocked(WORKER_IGNORED), main_module_reachable():
                 proc.start()

@@ -34,7 +34,7 @@ from framework import algorithms
 from framework.device import to_host
 from framework.train.backends.base import Config, Launch, WorkerExit, share_model
 from framework.train.backends.local import LocalBackend
-from framework.train.run_stats import STEPS
+from framework.plugin.run_stats import STEPS
 
 FENCED = "the parameter server refused its exchange (the driver had declared it lost)"
 

@@ -1,4 +1,4 @@
-"""The A3C plugin in one process: returns and advantages, the acting path, the rollout's forward pass (body
+"""The A3C plugin in one process: the acting path, the rollout's forward pass (body
 batched, LSTM unrolled) against the step-by-step one, uint8 frames, updates of the shared model for
 discrete/continuous actions and LSTM policies, truncation bootstrapping, non-finite updates, evaluation."""
 import gymnasium as gym
@@ -7,12 +7,12 @@ import pytest
 
 import framework
 from framework import algorithms, compiler, nn, optim
-from framework.algorithms.a3c.model import ActorCritic, FrameConv2d
-from framework.algorithms.a3c.worker import Worker, advantages
-from framework.algorithms.base import WorkerContext, build_optimizer, learning_rate
+from framework.rl.model import ActorCritic, FrameConv2d
+from framework.algorithms.a3c.worker import Worker
+from framework.plugin.algorithm import WorkerContext, build_optimizer, learning_rate
 from framework.train.config import validate
-from framework.train.schema import ConfigError
-from framework.train.run_stats import SKIPPED, UPDATES, RunStats
+from framework.plugin.schema import ConfigError
+from framework.plugin.run_stats import SKIPPED, UPDATES, RunStats
 
 A3C = algorithms.get("a3c")
 
@@ -27,37 +27,6 @@ def _worker(**sections):
     optimizer = A3C.build_optimizer(model, config).share_memory()
     stats = RunStats(1, A3C.metrics)
     return Worker(A3C.build_model(config), WorkerContext(0, 123, config, model, optimizer, stats.writer(0))), model, stats
-
-
-def test_advantages_with_lambda_one_are_n_step_returns_minus_values():
-    rewards = np.array([[1.0], [1.0], [1.0]], dtype=np.float32)
-    dones = np.array([[0.0], [1.0], [0.0]], dtype=np.float32)
-    values = np.array([[0.5], [0.4], [0.3], [2.0]], dtype=np.float32)
-    adv, targets = advantages(rewards, dones, values, gamma=0.9, lam=1.0)
-    # t=2 bootstraps from V=2.0; t=1 ends an episode (no bootstrap); t=0 runs into it.
-    np.testing.assert_allclose(targets[:, 0], [1 + 0.9 * 1, 1, 1 + 0.9 * 2.0], rtol=1e-6)
-    np.testing.assert_allclose(adv, targets - values[:-1], rtol=1e-6)
-
-
-def test_gae_matches_its_definition():
-    rng = np.random.default_rng(0)
-    rewards = rng.random((6, 2)).astype(np.float32)
-    dones = (rng.random((6, 2)) < 0.3).astype(np.float32)
-    values = rng.random((7, 2)).astype(np.float32)
-    gamma, lam = 0.97, 0.9
-    adv, _ = advantages(rewards, dones, values, gamma, lam)
-    expected = np.zeros((6, 2))
-    for e in range(2):
-        for t in range(6):
-            total, weight = 0.0, 1.0
-            for k in range(t, 6):
-                delta = rewards[k, e] + gamma * (1 - dones[k, e]) * values[k + 1, e] - values[k, e]
-                total += weight * delta
-                if dones[k, e]:
-                    break
-                weight *= gamma * lam
-            expected[t, e] = total
-    np.testing.assert_allclose(adv, expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])

@@ -10,7 +10,7 @@ from framework.train.checkpoint import load_checkpoint, save_checkpoint
 from framework.device import device_of, to_host
 from framework.distributions import Categorical, Normal
 from framework.optim.clip import grad_norm
-from framework.train.trainer import load_model_state, model_state
+from framework.train.run_checkpoint import load_model_state, model_state
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -27,7 +27,7 @@ of an episode's last step is there too. For Atari that is the game screen
 
 An `env.id` is a gymnasium id, module:EnvId or module:Factory (`env_source`
 finds what it names, importing the module through
-framework.algorithms.user_code); building one that fails raises
+framework.plugin.user_code); building one that fails raises
 `EnvBuildError` naming the real cause and the config key at fault: a missing
 module and the extra that brings it, gymnasium's own hint for an unknown or
 deprecated id, env.kwargs only for a TypeError of arguments the env does not
@@ -36,8 +36,8 @@ for Atari, MuJoCo) are refused at config validation with the `pip install` to
 run, and `hogshare/Atari-v0` is an ALE game with the usual A3C/DQN
 preprocessing, as a wrapper chain (`make_atari`) and as a vector env
 (`make_atari_vector`); every ALE id is that, with the id as its game.
-Observations and actions are read as a3c.spaces says: uint8 images (C, H, W)
-stay uint8 (the model reads them as [0, 1]); other observations are float32. With a `Normalization` (a3c.normalization), the batch
+Observations and actions are read as rl.spaces says: uint8 images (C, H, W)
+stay uint8 (the model reads them as [0, 1]); other observations are float32. With a `Normalization` (rl.normalization), the batch
 gives normalised observations and scaled rewards, as VecNormalize does, and
 reports episode returns in the environment's own units.
 """
@@ -60,11 +60,11 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-from framework.algorithms.a3c.cartpole_vector import SameStepCartPoleVectorEnv
-from framework.algorithms import user_code
-from framework.algorithms.a3c.normalization import Normalization
-from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout, SpaceError
-from framework.train.schema import ConfigError, short_repr
+from framework.rl.cartpole_vector import SameStepCartPoleVectorEnv
+from framework.plugin import user_code
+from framework.rl.normalization import Normalization
+from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError
+from framework.plugin.schema import ConfigError, short_repr
 
 ATARI_ID = "hogshare/Atari-v0"
 
@@ -157,7 +157,7 @@ class EnvSource:
 
 
 def env_source(env_id: str, kwargs: Mapping[str, Any] | None = None) -> EnvSource:
-    """Find what env_id names (importing the module of a module:name form: see framework.algorithms.user_code);
+    """Find what env_id names (importing the module of a module:name form: see framework.plugin.user_code);
     ConfigError when the module cannot be imported or names nothing usable."""
     kwargs = dict(kwargs or {})
     module, _, name = env_id.rpartition(":")
@@ -427,9 +427,9 @@ class _VectorEnvs:
 
 class EnvBatch:
     """n environments of one id stepped together (one vector env, or a loop of envs: see the module docstring);
-    obs holds their current observations as the model reads them (`layout`: a3c.spaces.ObservationLayout),
+    obs holds their current observations as the model reads them (`layout`: rl.spaces.ObservationLayout),
     uint8 for uint8 images (C, H, W) and float32 otherwise; actions are the policy's (`action_head`:
-    a3c.spaces.ActionHead), given to the envs offset by the space's start or clipped to a Box's bounds.
+    rl.spaces.ActionHead), given to the envs offset by the space's start or clipped to a Box's bounds.
     With `normalization`, observations and rewards are normalised (see the module docstring).
     With render, `frames` holds each env's latest screen (see the module docstring). With vectorize false the
     envs are a loop even where a vector env would serve.

@@ -26,7 +26,7 @@ import numpy as np
 import framework
 from framework import nn
 from framework.nn import functional as F
-from framework.algorithms.a3c.normalization import RunningMeanStd
+from framework.rl.normalization import RunningMeanStd
 
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
 """(channels, kernel, stride) of the convolutions over (C, H, W) observations: the A3C paper's Atari network."""
@@ -74,7 +74,7 @@ def _body(input_shape: tuple[int, ...], hidden: list[int], activation: str, conv
 class ActorCriticBase(nn.Module):
     """What A3C calls on a model; subclass it (or return a Module with the same members) from a model.factory.
 
-    Shapes: B observations of the layout a3c.spaces gives (`obs`: (B, *obs_shape), uint8 for uint8 images,
+    Shapes: B observations of the layout rl.spaces gives (`obs`: (B, *obs_shape), uint8 for uint8 images,
     else float32); `head` is the policy output, (B, size) with size = the action space's n (Discrete logits),
     dimensions (Box: the Normal's mean), sum(nvec) (MultiDiscrete: each component's logits in turn) or n
     (MultiBinary: one logit each); `value` is (B,).
@@ -171,7 +171,7 @@ class ActorCritic(ActorCriticBase):
     initialises as OpenAI Baselines and Stable-Baselines3 do (`_orthogonal_init`).
     With normalize_obs / normalize_returns the model carries the running
     statistics of observations / discounted returns (`obs_norm`, `return_norm`:
-    a3c.normalization); the environments apply them, the layers never see raw inputs.
+    rl.normalization); the environments apply them, the layers never see raw inputs.
     """
 
     def __init__(self, obs_shape: int | Sequence[int], hidden: list[int], activation: str, lstm: bool,

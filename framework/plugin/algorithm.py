@@ -8,6 +8,11 @@ algorithm owns the model, the worker loop and evaluation:
 - `build_shared(config, context, ranks)` in the process that starts the
   workers of `ranks`: what each of them gets as `ctx.shared` (their shards of
   a dataset in shared memory, locks of the run's context),
+- optionally `build_state(config)` in the main process: arrays of the
+  plugin's own that the run carries across checkpoints and resumes (a second
+  optimizer's moments, a learner's counters), in shared memory as
+  `ctx.state`, saved in the checkpoint's `plugin` part and checked like the
+  rest on resume,
 - `run_worker(ctx)` in each worker process, until `ctx.stats.should_stop()`;
   the process has `ctx.device` current, the shared model lives there and
   observations or batches move there (`framework.device.to_device`),
@@ -28,14 +33,14 @@ from __future__ import annotations
 
 import abc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
 from framework import nn, optim
-from framework.train.run_stats import WorkerStats
-from framework.train.schema import Field
+from framework.plugin.run_stats import WorkerStats
+from framework.plugin.schema import Field
 
 Config = dict[str, Any]
 
@@ -70,6 +75,8 @@ class WorkerContext:
     optimizer: Any
     stats: WorkerStats
     shared: Any = None
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+    """The plugin's own arrays (`Algorithm.build_state`), in shared memory: every worker sees the same ones."""
 
     @property
     def device(self) -> str:
@@ -160,6 +167,14 @@ class Algorithm(abc.ABC):
         """The optimizer named in the `optimizer` section over the model's parameters."""
         return build_optimizer(model, config["optimizer"])
 
+    def build_state(self, config: Config) -> dict[str, np.ndarray]:
+        """Arrays of this plugin's own that a run carries across checkpoints and resumes, freshly initialised (a
+        second optimizer's moments, a learner's counters; numeric, host arrays). The trainer moves them into
+        shared memory, hands them to every worker as `ctx.state` (lock-free, as the parameters), saves them in
+        the checkpoint's `plugin` part, and on resume restores the saved ones once their names, shapes and
+        dtypes are these. The local backend carries them; a run on the ray backend is refused. Default: none."""
+        return {}
+
     def build_shared(self, config: Config, context: Any, ranks: range) -> Any:
         """What the workers of `ranks` (all of the run's, or a Ray node's part) get as ctx.shared, made once with
         their multiprocessing context. Default: None."""
@@ -191,7 +206,7 @@ class Algorithm(abc.ABC):
     def actor(self, model: nn.Module, config: Config) -> Any:
         """What acts with a trained model in its environment, the way `evaluate` does: `observation_space`,
         `action_space`, `encode`, `act(batch, state, deterministic)`, `initial_state`, `named_arrays`,
-        `normalization_settings` (see a3c.actor); `framework.train.Policy` wraps it. Only algorithms with
+        `normalization_settings` (see rl.actor); `framework.train.Policy` wraps it. Only algorithms with
         environments implement it (see can_act)."""
         raise NotImplementedError(f"algorithm {self.name} has no environment to act in")
 

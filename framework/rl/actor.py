@@ -2,7 +2,7 @@
 
 An `Actor` holds a model (an `ActorCriticBase`: the built-in ActorCritic or
 a model.factory's), the run's config and how its env's spaces are read
-(a3c.spaces: the `ObservationLayout` and `ActionHead` an `EnvBatch` has). It
+(rl.spaces: the `ObservationLayout` and `ActionHead` an `EnvBatch` has). It
 encodes raw observations as the envs' batch does (`ObservationLayout.batch`:
 Dict and Tuple flattened, (H, W, C) images transposed, Discrete one-hot),
 normalises them with the statistics the model carries (`env.normalize_obs`,
@@ -23,10 +23,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from framework.algorithms.a3c.model import ActorCriticBase
-from framework.algorithms.a3c.normalization import EPSILON, Normalization
-from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout
-from framework.algorithms.base import Config
+from framework.rl.model import ActorCriticBase
+from framework.rl.normalization import EPSILON, Normalization
+from framework.rl.spaces import ActionHead, ObservationLayout
+from framework.plugin.algorithm import Config
 from framework.device import to_device, to_host
 
 OBS_NORMALIZATION = "obs_normalization."

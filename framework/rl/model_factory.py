@@ -1,7 +1,7 @@
 """`model.factory: module:function`: the user's own network for A3C, built and checked before a run starts.
 
 The function is called as `function(observation_space, action_space, model_section)`: the observation
-space as the model reads it (a3c.spaces.ObservationLayout: a Box of its shape and dtype), the env's action
+space as the model reads it (rl.spaces.ObservationLayout: a Box of its shape and dtype), the env's action
 space, and the validated `model` section (its `kwargs` mapping is the factory's own). It returns an
 nn.Module with the members of `ActorCriticBase` (subclass it). `check_model` builds nothing itself: it
 checks the members and one forward pass on sampled observations, so a module that lacks something is
@@ -16,10 +16,10 @@ import numpy as np
 
 import framework
 from framework import nn
-from framework.algorithms import user_code
-from framework.algorithms.a3c.normalization import RunningMeanStd
-from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout
-from framework.train.schema import ConfigError, one_line, printable
+from framework.plugin import user_code
+from framework.rl.normalization import RunningMeanStd
+from framework.rl.spaces import ActionHead, ObservationLayout
+from framework.plugin.schema import ConfigError, one_line, printable
 
 MEMBERS = ("forward", "policy", "policy_array", "forward_rollout", "initial_state", "device")
 """What the worker, the evaluation and the normalisation call on a model besides its parameters."""
@@ -75,7 +75,7 @@ def check_model(spec: str, model: Any, layout: ObservationLayout, head: ActionHe
     forward pass."""
     if not isinstance(model, nn.Module):
         raise _refuse(spec, f"it returned a {type(model).__name__}; allowed: an nn.Module with the members of "
-                            f"framework.algorithms.a3c.ActorCriticBase")
+                            f"framework.rl.ActorCriticBase")
     missing = [name for name in MEMBERS if not hasattr(model, name)]
     if missing:
         raise _refuse(spec, f"its {type(model).__name__} lacks {', '.join(missing)}; allowed: a model with the "
@@ -89,7 +89,7 @@ def check_model(spec: str, model: Any, layout: ObservationLayout, head: ActionHe
         statistics = getattr(model, attribute, None)
         if env[key] and not (isinstance(statistics, RunningMeanStd) and _shape(statistics.mean) == tuple(shape)):
             raise _refuse(spec, f"its {attribute} is a {type(statistics).__name__}; allowed: a RunningMeanStd "
-                                f"of shape {tuple(shape)} (a3c.normalization), or none (hogshare adds one)")
+                                f"of shape {tuple(shape)} (rl.normalization), or none (hogshare adds one)")
     sample = framework.as_tensor(layout.batch([layout.space.sample() for _ in range(SAMPLE_BATCH)]))
     expected = {"policy output": (SAMPLE_BATCH, head.size), "value": (SAMPLE_BATCH,)}
     try:

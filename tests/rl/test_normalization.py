@@ -12,8 +12,8 @@ from hypothesis.extra import numpy as hnp
 
 import sharing
 from framework.algorithms.a3c.plugin import ALGORITHM
-from framework.algorithms.a3c.envs import EnvBatch
-from framework.algorithms.a3c.normalization import EPSILON, Normalization, RunningMeanStd
+from framework.rl.envs import EnvBatch
+from framework.rl.normalization import EPSILON, Normalization, RunningMeanStd
 from framework.train.checkpoint import load_checkpoint
 from framework.train.config import default_config
 from run_configs import cartpole_config

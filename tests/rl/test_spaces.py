@@ -4,10 +4,10 @@ import gymnasium as gym
 import numpy as np
 
 import framework
-from framework.algorithms.a3c.envs import EnvBatch
-from framework.algorithms.a3c.model import FrameConv2d
+from framework.rl.envs import EnvBatch
+from framework.rl.model import FrameConv2d
 from framework.algorithms.a3c.plugin import A3C
-from framework.algorithms.a3c.spaces import ActionHead, ObservationLayout
+from framework.rl.spaces import ActionHead, ObservationLayout
 from framework.train.config import validate
 from extras import ATARI, BOX2D
 

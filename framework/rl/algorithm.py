@@ -1,0 +1,152 @@
+"""What an actor-critic plugin on gymnasium environments is, besides its loss and worker loop.
+
+`ActorCriticAlgorithm` owns the `env` and `model` sections and the return
+target (`trainer.target_return`, `target_window`): it reads the
+environment's spaces (`rl.spaces`), builds the model (the built-in
+`ActorCritic`, image observations through the A3C paper's two convolutions
+first, or a `model.factory`'s network: `rl.model_factory`,
+docs/models.md), evaluates and records it greedily (`rl.evaluation`) and
+acts with it (`rl.actor`). A subclass (A3C; IMPALA and APPO to come) adds
+its name, its `algorithm` keys (ROLLOUT_SCHEMA's among them) and
+`run_worker`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework import nn
+from framework.plugin import user_code
+from framework.plugin.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink)
+from framework.plugin.schema import ConfigError, Field
+from framework.rl import evaluation, model_factory
+from framework.rl.actor import Actor
+from framework.rl.envs import EnvBuildError, env_id_problem, make_env, missing_extra_message
+from framework.rl.model import IMAGE_CONV, ActorCritic, ActorCriticBase, conv_output_sides
+from framework.rl.normalization import Normalization
+from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError
+
+ROLLOUT_SCHEMA: dict[str, Field] = {
+    "gamma": Field("float", 0.99, low=0.0, high=1.0),
+    "n_steps": Field("int", 20, low=1, high=100_000),
+}
+"""`algorithm` keys a `RolloutWorker` reads: the discount and the steps of each env per rollout."""
+
+SECTIONS: dict[str, Any] = {
+    "env": {
+        "id": Field("str", "CartPole-v1", check=env_id_problem),
+        "kwargs": Field("mapping", {}),
+        "envs_per_worker": Field("int", 4, low=1, high=4096),
+        "vectorize": Field("bool", True),
+        "normalize_obs": Field("bool", False),
+        "clip_obs": Field("float", 10.0, low=0.0, low_open=True),
+        "normalize_reward": Field("bool", False),
+        "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
+    },
+    "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
+              "orthogonal_init": Field("bool", False),
+              "log_std_init": Field("float", 0.0, low=-20.0, high=2.0),
+              "factory": Field("str", None, nullable=True, check=lambda v: user_code.spec_problem(v, "function")),
+              "kwargs": Field("mapping", {})},
+    "trainer": {
+        "target_return": Field("float", 475.0, nullable=True),
+        "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
+    },
+}
+"""The config sections of an actor-critic plugin: its environment, its model, its return target."""
+
+
+def env_spaces(config: Config) -> tuple[ObservationLayout, ActionHead]:
+    """How the config's environment is read (rl.spaces); ConfigError naming the real cause when it cannot be
+    built (the config key at fault: env.id or env.kwargs) or has a space that cannot be read."""
+    env_id = config["env"]["id"]
+    missing = missing_extra_message(env_id)
+    if missing:
+        raise ConfigError(f"config key 'env.id': {missing}")
+    try:
+        env = make_env(env_id, config["env"]["kwargs"])
+    except EnvBuildError as exc:
+        raise ConfigError(f"config key '{exc.key}': {exc.problem}") from None
+    try:
+        return ObservationLayout.of(env.observation_space), ActionHead(env.action_space)
+    except SpaceError as exc:
+        raise ConfigError(f"config key 'env.id': got {env_id!r} with {exc}") from None
+    finally:
+        env.close()
+
+
+def _conv_layers(config: Config, layout: ObservationLayout) -> tuple[tuple[int, int, int], ...]:
+    """IMAGE_CONV for observations with an image, none for others; ConfigError when images are too small for it."""
+    if layout.image_shape is None:
+        return ()
+    if min(conv_output_sides(layout.image_shape[1:], IMAGE_CONV)) < 1:
+        raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with images of shape "
+                          f"{layout.image_shape}; allowed: (channels, height, width) images of at least 20x20 "
+                          f"for the convolutions of the A3C image model (or gymnasium.wrappers.ResizeObservation)")
+    return IMAGE_CONV
+
+
+class ActorCriticAlgorithm(Algorithm):
+    """The part of an actor-critic plugin that is not its loss: environment, model, evaluation, acting."""
+
+    sections = SECTIONS
+
+    def default_experiment(self, config: Config) -> str:
+        """<name>-<env id>, e.g. a3c-cartpole-v1 (a factory's `module:Name` becomes module-name)."""
+        return f"{self.name}-{config['env']['id']}"
+
+    def window(self, config: Config) -> int:
+        return config["trainer"]["target_window"]
+
+    def target_return(self, config: Config) -> float | None:
+        return config["trainer"]["target_return"]
+
+    def check_config(self, config: Config) -> None:
+        """The environment must build (with env.kwargs) and have spaces the model reads (images of at least
+        20x20); a separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images; a
+        model.factory's model must have the members of ActorCriticBase (checked on one forward pass)."""
+        layout, head = env_spaces(config)
+        _conv_layers(config, layout)
+        if not config["model"]["shared_body"] and config["model"]["lstm"]:
+            raise ConfigError("config key 'model.shared_body': got false with model.lstm true; allowed: true with "
+                              "an LSTM (the policy and the value share the LSTM's state)")
+        if layout.dtype == np.uint8 and config["env"]["normalize_obs"]:
+            raise ConfigError(f"config key 'env.normalize_obs': got true for {config['env']['id']!r}, whose "
+                              f"observations are uint8 images (read as [0, 1] by the first convolution); "
+                              f"allowed: false for image observations")
+        spec = config["model"]["factory"]
+        if spec is not None:
+            model_factory.check_model(spec, self._build(config, layout, head), layout, head, config["env"])
+
+    def build_model(self, config: Config) -> ActorCriticBase:
+        return self._build(config, *env_spaces(config))
+
+    def _build(self, config: Config, layout: ObservationLayout, head: ActionHead) -> ActorCriticBase:
+        """The model.factory's model for these spaces, or the built-in ActorCritic."""
+        m, env = config["model"], config["env"]
+        if m["factory"] is not None:
+            return model_factory.add_statistics(model_factory.build(m["factory"], layout, head.space, m), layout, env)
+        packed = layout.image_shape is not None and layout.vector_size > 0
+        return ActorCritic(layout.shape, m["hidden"], m["activation"], m["lstm"], head.size, head.continuous,
+                           _conv_layers(config, layout), uint8_frames=layout.dtype == np.uint8,
+                           normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"],
+                           shared_body=m["shared_body"], log_std_init=m["log_std_init"],
+                           image_shape=layout.image_shape if packed else None, orthogonal_init=m["orthogonal_init"])
+
+    def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
+        """Greedy episodes, one per environment of a batch (`rl.evaluation.evaluate`)."""
+        return evaluation.evaluate(model, config, episodes, seed)
+
+    def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
+        """evaluate's episodes, one at a time, rendered (`rl.evaluation.record`)."""
+        return evaluation.record(model, config, episodes, seed, frames)
+
+    def actor(self, model: nn.Module, config: Config) -> Actor:
+        """The model acting in config's environment, whose spaces are read as the workers read them (rl.spaces)."""
+        return Actor(model, config, *env_spaces(config))
+
+    def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
+        """The normalisation statistics, when the model has any (see rl.normalization)."""
+        normalization = Normalization.for_model(model, config, 0, update=False)
+        return {} if normalization is None else normalization.scalars()

@@ -1,0 +1,160 @@
+"""A worker that rolls out n steps of a batch of environments with a local copy of the shared model.
+
+What every on-policy actor-critic worker does before its loss: sync the
+local model from the shared parameter arena (one copy), step
+`env.envs_per_worker` environments for `algorithm.n_steps` steps with one
+batched no-grad forward pass per step, and keep the rollout (observations as
+the envs give them: uint8 frames stay uint8; actions, rewards, dones) in
+preallocated buffers; then one forward pass with grad over the whole
+(n_steps + 1) x envs rollout (the body once over all its frames, an LSTM
+unrolled as one op: `ActorCriticBase.forward_rollout`), and, once a subclass
+has its loss and gradient, the shared update tail (`framework.plugin.update`).
+A time limit is not an end: a truncated episode's last reward gets
+gamma * V(last observation) added (the bootstrap); a termination gets none.
+
+With `trainer.compile` (the default) the acting policy and the rollout's
+forward run through framework.compile (captured once, then replayed as array
+code), which is where a small network's time goes otherwise. On a GPU
+(`trainer.device: cuda:N`) the local model, the sampling and the update run
+on the device: each step moves the batch of observations there in one copy
+and the sampled actions back in one.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, Mapping
+
+import numpy as np
+
+import framework
+from framework.device import to_device, to_host
+from framework.plugin.algorithm import WorkerContext, learning_rate
+from framework.plugin.update import apply_gradient
+from framework.rl.envs import EnvBatch
+from framework.rl.model import ActorCriticBase
+from framework.rl.normalization import Normalization
+
+
+class RolloutWorker(abc.ABC):
+    """One worker's environments, local model and rollout buffers; a subclass adds its loss and `update`."""
+
+    def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
+        cfg = ctx.config
+        self.ctx, self.algo_cfg = ctx, cfg["algorithm"]
+        self.opt_cfg, self.total_steps = cfg["optimizer"], cfg["trainer"]["total_steps"]
+        self.device = ctx.device
+        framework.manual_seed(ctx.seed)  # the action noise comes from framework's generator for the device
+        n = cfg["env"]["envs_per_worker"]
+        self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], n, seed=ctx.seed % (2**31), rank=ctx.rank,
+                             normalization=Normalization.for_model(ctx.model, cfg, n, update=True),
+                             vectorize=cfg["env"]["vectorize"])
+        self.local = local.to(self.device)
+        self.local_arena = self.local.pack_parameters()
+        self.shared_arena = ctx.model.arena
+        T, E = self.algo_cfg["n_steps"], len(self.envs)
+        self.T, self.E = T, E
+        self.obs = np.zeros((T + 1, E, *self.envs.obs_shape), dtype=self.envs.obs.dtype)
+        self.action_head = self.envs.action_head
+        self.actions = np.zeros((T, E, *self.action_head.shape), dtype=self.action_head.dtype)
+        self.rewards = np.zeros((T, E), dtype=np.float32)
+        self.dones = np.zeros((T, E), dtype=np.float32)
+        self.state = self.state0 = self.local.initial_state(E)
+        self.compiled = cfg["trainer"]["compile"]
+        # An LSTM's acting step and its unroll over a rollout are ops of their own (one pass on raw arrays;
+        # a backward of a few large GEMMs), not captured primitives: with an LSTM neither is compiled.
+        self.recurrent = self.state0 is not None
+        feedforward = self.compiled and not self.recurrent
+        self.policy = framework.compile(self.local.policy) if feedforward else self.local.policy
+        self.forward_rollout = (framework.compile(self.local.forward_rollout) if feedforward
+                                else self.local.forward_rollout)
+
+    def tensor(self, array: np.ndarray) -> Any:
+        """A host array as a tensor on the worker's device: itself on the CPU, one copy to a GPU."""
+        return framework.as_tensor(to_device(array, self.device))
+
+    def _action_noise(self) -> Any:
+        """The noise of a whole rollout's actions, (T, E, size), drawn at once on the device (the same numbers
+        as T draws of one step's: ActionHead.draw_noise)."""
+        return self.action_head.draw_noise((self.T, self.E), self.local_arena.data.dtype, self.device)
+
+    def _act(self, obs: np.ndarray, noise: Any) -> np.ndarray:
+        """Sample actions on the device for a batch of host observations (no grad) with this step's noise;
+        advances the LSTM state.
+
+        Categorical actions use the Gumbel-max trick, continuous ones mean + std * noise (ActionHead.sample).
+        """
+        head, self.state = self.policy(self.tensor(obs), self.state)
+        log_std = None if self.local.log_std is None else self.local.log_std.data_array
+        return to_host(self.action_head.sample(head.data_array, noise, log_std))
+
+    def _values(self, obs: np.ndarray, state: tuple[Any, Any] | None) -> np.ndarray:
+        """V(obs) on the host for host observations."""
+        return to_host(self.local(self.tensor(obs), state)[1].data_array)
+
+    def _mask_state(self, done: np.ndarray) -> None:
+        if self.state is not None and done.any():
+            keep = self.tensor((1.0 - done.astype(np.float32))[:, None])  # float32: the state stays float32
+            self.state = tuple(s * keep for s in self.state)
+
+    def sync(self) -> int:
+        """Copy the shared parameters into the local model (one copy); the run's update count at that moment."""
+        self.local_arena.copy_from(self.shared_arena)
+        return self.ctx.stats.global_updates()
+
+    def rollout(self) -> None:
+        """Collect n_steps from every env with the local model; count the steps and finished episodes."""
+        gamma = self.algo_cfg["gamma"]
+        self.state0 = self.state
+        returns: list[float] = []
+        lengths: list[int] = []
+        noise = self._action_noise()
+        with framework.no_grad():
+            for t in range(self.T):
+                self.obs[t] = self.envs.obs
+                actions = self._act(self.obs[t], noise[t])
+                self.actions[t] = actions
+                out = self.envs.step(actions)
+                self.rewards[t] = out.rewards
+                done = out.terminated | out.truncated
+                self.dones[t] = done
+                if out.truncated_index.size:  # a time limit is not a real end: bootstrap from V(last obs)
+                    rows = to_device(out.truncated_index, self.device)
+                    sub = None if self.state is None else tuple(s[rows] for s in self.state)
+                    self.rewards[t, out.truncated_index] += gamma * self._values(out.truncated_obs, sub)
+                self._mask_state(done)
+                returns += out.episode_returns
+                lengths += out.episode_lengths
+        self.obs[self.T] = self.envs.obs
+        self.ctx.stats.add_steps(self.T * self.E)
+        if returns:
+            self.ctx.stats.add_episodes(returns, lengths)
+
+    def _forward_rollout(self) -> tuple[Any, Any]:
+        """Policy heads and values for all (T+1) x E observations, with grad; the LSTM state starts from the
+        rollout's first state and is reset after every step that ended an episode."""
+        keep = None
+        if self.recurrent:
+            keep = np.ones((self.T + 1, self.E), dtype=np.float32)
+            keep[1:] -= self.dones
+            keep = to_device(keep, self.device)
+        return self.forward_rollout(self.tensor(self.obs), self.state0, keep)
+
+    def apply(self, parts: Mapping[str, float], synced_at: int, max_grad_norm: float | None) -> bool:
+        """The local gradient to the shared optimizer (`apply_gradient`: skipped when not finite, clipped, at the
+        scheduled lr, one copy and one fused step); whether it was applied."""
+        stats = self.ctx.stats
+        lr = learning_rate(self.opt_cfg, stats.global_steps(), self.total_steps)
+        return apply_gradient(stats, self.ctx.optimizer, self.local_arena.grad, parts, lr, synced_at,
+                              max_grad_norm=max_grad_norm, shared_grad=self.shared_arena.grad)
+
+    @abc.abstractmethod
+    def update(self) -> None:
+        """One update: sync, roll out, the loss and its gradient, `apply`."""
+
+    def run(self) -> None:
+        """Update until the run stops; the envs are closed however it ends."""
+        try:
+            while not self.ctx.stats.should_stop():
+                self.update()
+        finally:
+            self.envs.close()
