@@ -14,6 +14,8 @@ algorithm owns the model, the worker loop and evaluation:
   `ctx.state`, saved in the checkpoint's `plugin` part and checked like the
   rest on resume,
 - `run_worker(ctx)` in each worker process, until `ctx.stats.should_stop()`;
+  a plugin whose run needs several kinds of process (actors and learners)
+  declares them with `roles(config)`, each with its count and entry point;
   the process has `ctx.device` current, the shared model lives there and
   observations or batches move there (`framework.device.to_device`),
 - `evaluate(model, config, episodes, seed)`, used by `evaluate --run` and, every
@@ -64,9 +66,21 @@ COMMON_SCHEMA: dict[str, Field] = {
 """`algorithm` keys every algorithm has: the run stops after this many non-finite updates in a row."""
 
 
+@dataclass(frozen=True)
+class Role:
+    """One kind of process a run needs: `count` of them, each calling the plugin's method `entry` with its
+    WorkerContext (A3C: `workers` processes that all run `run_worker`; an actor-learner plugin: actors and
+    learners, each with its own entry point)."""
+
+    name: str
+    count: int
+    entry: str = "run_worker"
+
+
 @dataclass
 class WorkerContext:
-    """What a worker process gets: its rank and seed, the config, the shared model and optimizer, its stats row."""
+    """What a worker process gets: its rank and seed, the config, the shared model and optimizer, its stats row,
+    and its role (the kind of process it is, and its index among that role's processes)."""
 
     rank: int
     seed: int
@@ -77,6 +91,10 @@ class WorkerContext:
     shared: Any = None
     state: dict[str, np.ndarray] = field(default_factory=dict)
     """The plugin's own arrays (`Algorithm.build_state`), in shared memory: every worker sees the same ones."""
+    role: str = "worker"
+    index: int = 0
+    """This process's place among its role's processes (0 to that role's count - 1): for the one `worker`
+    role, its rank."""
 
     @property
     def device(self) -> str:
@@ -166,6 +184,13 @@ class Algorithm(abc.ABC):
     def build_optimizer(self, model: nn.Module, config: Config) -> Any:
         """The optimizer named in the `optimizer` section over the model's parameters."""
         return build_optimizer(model, config["optimizer"])
+
+    def roles(self, config: Config) -> tuple[Role, ...]:
+        """The kinds of process the run needs, in rank order: the ranks of the first role come first. Each
+        process gets its row of the run statistics, its seed and its restarts as a worker does, and runs the
+        method its role names. The local backend starts them; a ray run of a plugin with another role than
+        `worker` is refused. Default: `trainer.workers` processes that run `run_worker`."""
+        return (Role("worker", config["trainer"]["workers"]),)
 
     def build_state(self, config: Config) -> dict[str, np.ndarray]:
         """Arrays of this plugin's own that a run carries across checkpoints and resumes, freshly initialised (a

@@ -78,20 +78,20 @@ def exit_lines(exits: list[WorkerExit]) -> list[str]:
     """What to say about workers that did not end cleanly: each report, but one line for more than _ALIKE_LIMIT
     that ended the same way without a traceback (hundreds of workers stopped while still starting)."""
     lines: list[str] = []
-    alike: dict[str, list[int]] = {}
+    alike: dict[tuple[str, str], list[int]] = {}
     for ended in exits:
         if ended.clean:
             continue
-        how = ended.summary.removeprefix(f"worker {ended.rank} ")
+        how = ended.summary.removeprefix(f"{ended.name} ")
         if ended.traceback or how == ended.summary:
             lines.append(ended.report())
         else:
-            alike.setdefault(how, []).append(ended.rank)
-    for how, ranks in alike.items():
-        if len(ranks) > _ALIKE_LIMIT:
-            lines.append(f"workers {_ranges(ranks)} ({len(ranks)} in all) each {how}")
+            alike.setdefault((ended.role, how), []).append(ended.position)
+    for (role, how), indices in alike.items():
+        if len(indices) > _ALIKE_LIMIT:
+            lines.append(f"{role}s {_ranges(indices)} ({len(indices)} in all) each {how}")
         else:
-            lines += [f"worker {rank} {how}" for rank in ranks]
+            lines += [f"{role} {index} {how}" for index in indices]
     return lines
 
 
@@ -253,7 +253,7 @@ class Monitor:
             may_restart = self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]
             if may_restart:
                 pool.restart(ended.rank)
-                what = "the lost workers on another node" if ended.lost else f"worker {ended.rank}"
+                what = "the lost workers on another node" if ended.lost else ended.name
                 self.say(f"restarting {what} with a new seed "
                          f"(restart {pool.restarts} of at most {self.tcfg['max_restarts']})")
                 continue
@@ -275,8 +275,9 @@ class Monitor:
         streaks = snap.counters[:, SKIP_STREAK]
         if streaks.max() >= limit:
             rank = int(streaks.argmax())
-            self.failed = (f"worker {rank} produced {int(streaks[rank])} updates in a row with a non-finite loss "
-                           f"or gradient (algorithm.max_nonfinite_updates = {limit}); none was applied to the "
+            role, index = self.launch.role_of(rank)
+            self.failed = (f"{role.name} {index} produced {int(streaks[rank])} updates in a row with a non-finite "
+                           f"loss or gradient (algorithm.max_nonfinite_updates = {limit}); none was applied to the "
                            f"shared parameters")
             self.say(f"stopping the run: {self.failed}")
             return "non-finite updates"

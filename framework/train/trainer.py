@@ -35,6 +35,7 @@ from framework.train.monitor import Monitor, RunResult, RunState
 from framework.train.progress import Output
 from framework.train.run_checkpoint import (CHECKPOINT, checkpoint_path, load_optimizer_state, model_state,
                                             read_checkpoint, restore_plugin_state)
+from framework.plugin.algorithm import Role
 from framework.plugin.run_stats import RunStats
 from framework.plugin.schema import one_line, printable
 from framework.train.startup import RunError
@@ -42,6 +43,11 @@ from framework.train.stop_signals import StopSignals
 
 CONFIG_FILE = run_dir.CONFIG_FILE
 __all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer"]
+
+
+def _role_counts(roles: tuple[Role, ...]) -> str:
+    """'2 actors, 1 learner'."""
+    return ", ".join(f"{role.count} {role.name}{'s' if role.count != 1 else ''}" for role in roles)
 
 
 class Trainer:
@@ -117,6 +123,12 @@ class Trainer:
             model = self.algorithm.build_model(cfg)
         except MemoryError as exc:
             raise RunError(f"cannot build the model of this config: {one_line(exc)}") from None
+        roles = self.algorithm.roles(cfg)
+        processes = sum(role.count for role in roles)
+        if tcfg["backend"] != "local" and [role.name for role in roles] != ["worker"]:
+            raise ConfigError(f"config key 'trainer.backend': got {tcfg['backend']!r}; allowed: local for algorithm "
+                              f"{cfg['algorithm']['name']}, whose processes ({_role_counts(roles)}) only the local "
+                              f"backend starts")
         plugin_state = self.algorithm.build_state(cfg)
         if plugin_state and tcfg["backend"] != "local":
             raise ConfigError(f"config key 'trainer.backend': got {tcfg['backend']!r}; allowed: local for algorithm "
@@ -128,11 +140,11 @@ class Trainer:
         check()
         startup.check_semaphore_room()
         if tcfg["backend"] == "local":
-            startup.check_worker_memory(tcfg["workers"], sum(p.data_array.nbytes for p in model.parameters()))
-        model, optimizer, stats = self._share(model)
+            startup.check_worker_memory(processes, sum(p.data_array.nbytes for p in model.parameters()))
+        model, optimizer, stats = self._share(model, processes)
         plugin_state = {name: sharing.share_array(np.asarray(a)) for name, a in plugin_state.items()}
         check()
-        run = RunState(tcfg["workers"], self.algorithm.window(cfg))
+        run = RunState(processes, self.algorithm.window(cfg))
         if saved is not None:
             path = checkpoint_path(self.run_dir)
             dropped = load_optimizer_state(optimizer, saved["optimizer"], path)
@@ -141,14 +153,15 @@ class Trainer:
                          f"(not kept with these options) is dropped")
             restore_plugin_state(plugin_state, saved, path, cfg["algorithm"]["name"])
             run.restore(saved["run"], stats)
-        startup.ensure_descriptors(tcfg["workers"])
+        startup.ensure_descriptors(processes)
         checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * run.window.maxlen + (64 << 10)
                             + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values())
                             + plugin_bytes)
         startup.check_disk(self.run_dir if self.resume else Path(cfg["logging"]["logdir"]),
                            len(config_text(cfg)) + 2 * checkpoint_bytes + startup.EVENTS_ROOM)
         check()
-        launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations, plugin_state)
+        launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations, roles=roles,
+                        state=plugin_state)
         try:
             pool = backends.backend_class(tcfg["backend"])(launch)
         except (OSError, MemoryError) as exc:
@@ -160,12 +173,12 @@ class Trainer:
             raise
         return launch, run, pool
 
-    def _share(self, model: Any) -> tuple[Any, Any, RunStats]:
-        """The model and optimizer in shared memory (on trainer.device), and the run statistics."""
+    def _share(self, model: Any, processes: int) -> tuple[Any, Any, RunStats]:
+        """The model and optimizer in shared memory (on trainer.device), and the run statistics of `processes`."""
         cfg, tcfg = self.config, self.config["trainer"]
         device = tcfg["device"]
         try:
-            model, optimizer, stats = share_model(cfg, self.algorithm, model, tcfg["workers"])
+            model, optimizer, stats = share_model(cfg, self.algorithm, model, processes)
         except (OSError, MemoryError) as exc:  # CuPy's OutOfMemoryError is a MemoryError
             where = "shared memory" if device == "cpu" else f"{device} memory and shared memory"
             raise RunError(f"cannot place the model, optimizer state and run statistics in {where} "

@@ -4,11 +4,14 @@ MoveToGoal: a point on a line moves left or right to a goal (Box observation, Di
 few seconds. DictGoal: the same with a Dict observation (a Box and a Discrete) and MultiDiscrete actions (the
 second component ignored). ImageGoal: a Dict of a (height, width, channels) image and a vector, MultiBinary
 actions; ImageGoalBox acts with a Box instead. OffsetGoal: a Tuple observation (a Box and a Discrete starting at -1) and MultiDiscrete actions that
-start at [1, -1]. TextObservation: a Text observation space, which A3C cannot read. MyA3C and CountingA3C: plugins
-(CountingA3C keeps arrays of its own, `build_state`).
+start at [1, -1]. TextObservation: a Text observation space, which A3C cannot read. MyA3C, CountingA3C and WatchedA3C:
+plugins (CountingA3C keeps arrays of its own, `build_state`; WatchedA3C has a second role, `roles`).
 """
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +21,7 @@ from framework import nn
 from framework.rl.model import ActorCriticBase
 from framework.algorithms.a3c.plugin import A3C
 from framework.algorithms.a3c.worker import Worker
+from framework.plugin.algorithm import Role
 
 
 class MoveToGoal(gym.Env):
@@ -196,3 +200,30 @@ class CountingA3C(A3C):
 
         worker.update = counted
         worker.run()
+
+
+class WatchedA3C(A3C):
+    """A plugin with two roles: `trainer.workers` A3C workers, then one `watcher` process. Each process marks its
+    slot of the `seen` array (a worker 1, the watcher 100 + its index); the watcher then waits for the run to
+    stop. With HOGSHARE_WATCHER_FAILS_ONCE=PATH the watcher raises on its first start (it creates PATH)."""
+
+    name = "watched_a3c"
+
+    def roles(self, config):
+        return (Role("worker", config["trainer"]["workers"]), Role("watcher", 1, "run_watcher"))
+
+    def build_state(self, config):
+        return {"seen": np.zeros(config["trainer"]["workers"] + 1, dtype=np.int64)}
+
+    def run_worker(self, ctx):
+        ctx.state["seen"][ctx.rank] = 1
+        super().run_worker(ctx)
+
+    def run_watcher(self, ctx):
+        ctx.state["seen"][ctx.rank] = 100 + ctx.index
+        marker = os.environ.get("HOGSHARE_WATCHER_FAILS_ONCE")
+        if marker and not Path(marker).exists():
+            Path(marker).touch()
+            raise RuntimeError("the watcher fails")
+        while not ctx.stats.should_stop():
+            time.sleep(0.05)

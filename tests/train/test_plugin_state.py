@@ -62,7 +62,7 @@ def test_a_checkpoint_whose_plugin_arrays_do_not_fit_is_refused_in_one_line(tmp_
 def test_a_plugin_with_arrays_of_its_own_is_refused_on_the_ray_backend(tmp_path):
     pytest.importorskip("ray", reason="the ray backend needs the ray extra")
     config = _config(1_000)
-    config["trainer"]["backend"] = "ray"
+    config["trainer"].update(backend="ray", ray={"nodes": 1, "workers_per_node": 2})
     done, run_dir = train(tmp_path, config)
     assert done.returncode == 2 and run_dir is None, done.stderr
     assert ("config key 'trainer.backend': got 'ray'; allowed: local for algorithm custom_envs:CountingA3C, whose "

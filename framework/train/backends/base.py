@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.plugin.algorithm import Algorithm
+from framework.plugin.algorithm import Algorithm, Role
 from framework.plugin.run_stats import RunStats
 
 Config = dict[str, Any]
@@ -61,7 +61,8 @@ def worker_seed(base_seed: int, rank: int, generation: int) -> int:
 
 @dataclass
 class WorkerExit:
-    """A worker that ended: its rank, whether it finished cleanly, how it ended (one line) and its traceback."""
+    """A worker that ended: its rank, whether it finished cleanly, how it ended (one line, starting with its
+    `name`) and its traceback."""
 
     rank: int
     clean: bool
@@ -70,6 +71,19 @@ class WorkerExit:
     lost: bool = False
     """The worker's machine went away (a Ray node), not the worker: the run goes on without its group, or starts
     the group again when the monitor restarts `rank` (the group's first rank, which reports the loss)."""
+    role: str = "worker"
+    index: int | None = None
+    """Its place among its role's processes; None: its rank (the one `worker` role)."""
+
+    @property
+    def position(self) -> int:
+        """Its index among its role's processes (its rank, for the one `worker` role)."""
+        return self.rank if self.index is None else self.index
+
+    @property
+    def name(self) -> str:
+        """How lines name it: 'worker 3', 'learner 0'."""
+        return f"{self.role} {self.position}"
 
     def report(self) -> str:
         """The summary line, followed by the traceback when there is one."""
@@ -91,8 +105,19 @@ class Launch:
     optimizer: Any
     stats: RunStats
     generations: list[int]
+    roles: tuple[Role, ...] = ()
+    """The plugin's kinds of process in rank order (`Algorithm.roles`); empty: every rank is a `worker`."""
     state: dict[str, np.ndarray] = field(default_factory=dict)
     """The plugin's own arrays in shared memory (`Algorithm.build_state`), each worker's `ctx.state`."""
+
+    def role_of(self, rank: int) -> tuple[Role, int]:
+        """The role of rank and its index among that role's processes."""
+        first = 0
+        for role in self.roles:
+            if rank < first + role.count:
+                return role, rank - first
+            first += role.count
+        return Role("worker", 0), rank
 
 
 class BackendError(Exception):

@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 
 import sharing
 from framework import algorithms
-from framework.plugin.algorithm import WorkerContext
+from framework.plugin.algorithm import Role, WorkerContext
 from framework.device import use_device
 from framework.train.backends.base import Backend, Config, Launch, WorkerExit, set_environment, worker_seed
 from framework.plugin.run_stats import RunStats
@@ -97,8 +97,9 @@ def main_module_reachable() -> Iterator[None]:
 
 
 def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
-                 error: Any, shared: Any, state: dict[str, Any]) -> None:
-    """Entry point of a worker process: rank in the run, row in `stats`, `error` the pipe for its traceback."""
+                 error: Any, shared: Any, state: dict[str, Any], role: Role, index: int) -> None:
+    """Entry point of a worker process: rank in the run, row in `stats`, `error` the pipe for its traceback; it
+    calls the plugin's method that its role names."""
     lifecycle.die_with_parent()
     lifecycle.ignore_signals(WORKER_IGNORED)
     try:
@@ -106,28 +107,35 @@ def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, opt
         keep_freed_memory()
         use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
-        algorithm.run_worker(WorkerContext(rank, seed, config, model, optimizer, stats.writer(row), shared, state))
+        ctx = WorkerContext(rank, seed, config, model, optimizer, stats.writer(row), shared, state, role.name, index)
+        getattr(algorithm, role.entry)(ctx)
     except BaseException:
         error.send_bytes(traceback.format_exc().encode(errors="replace")[-TRACEBACK_BYTES:])
         raise SystemExit(1) from None
 
 
-def describe_exit(rank: int, exitcode: int, tb: str | None, told_to_stop: bool = True) -> WorkerExit:
+def describe_exit(rank: int, exitcode: int, tb: str | None, told_to_stop: bool = True, role: str = "worker",
+                  index: int | None = None) -> WorkerExit:
     """How a worker process ended, from its exit code, the traceback it sent (if any) and whether it had been told
-    to stop: exit code 0 before then (an environment or C library calling exit(0)) is a failure too."""
-    if exitcode == 0 and told_to_stop:
-        return WorkerExit(rank, True, f"worker {rank} finished")
-    if exitcode == 0:
-        return WorkerExit(rank, False, f"worker {rank} exited with code 0 before it was told to stop")
-    if exitcode < 0:
+    to stop: exit code 0 before then (an environment or C library calling exit(0)) is a failure too. Lines name
+    it by its role and index ('worker 3', 'learner 0')."""
+    ended = WorkerExit(rank, exitcode == 0 and told_to_stop, "", role=role, index=index)
+    if ended.clean:
+        how = "finished"
+    elif exitcode == 0:
+        how = "exited with code 0 before it was told to stop"
+    elif exitcode < 0:
         try:
-            name = signal.Signals(-exitcode).name
+            how = f"was killed by signal {signal.Signals(-exitcode).name}"
         except ValueError:
-            name = str(-exitcode)
-        return WorkerExit(rank, False, f"worker {rank} was killed by signal {name}")
-    if tb:
-        return WorkerExit(rank, False, f"worker {rank} raised an exception: {tb.rstrip().splitlines()[-1]}", tb)
-    return WorkerExit(rank, False, f"worker {rank} exited with code {exitcode}")
+            how = f"was killed by signal {-exitcode}"
+    elif tb:
+        how = f"raised an exception: {tb.rstrip().splitlines()[-1]}"
+        ended.traceback = tb
+    else:
+        how = f"exited with code {exitcode}"
+    ended.summary = f"{ended.name} {how}"
+    return ended
 
 
 class LocalBackend(Backend):
@@ -158,10 +166,11 @@ class LocalBackend(Backend):
         launch.generations[row] += 1
         seed = worker_seed(launch.config["seed"], rank, launch.generations[row])
         reader, writer = self._context.Pipe(duplex=False)
+        role, index = launch.role_of(rank)
         proc = self._context.Process(
-            target=_worker_main, name=f"{launch.config['experiment']}-worker-{rank}", daemon=True,
+            target=_worker_main, name=f"{launch.config['experiment']}-{role.name}-{index}", daemon=True,
             args=(rank, row, seed, launch.config, launch.model, launch.optimizer, launch.stats, writer,
-                  self._shared, launch.state))
+                  self._shared, launch.state, role, index))
         try:
             with lifecycle.signals_blocked(WORKER_IGNORED), main_module_reachable():
                 proc.start()
@@ -195,7 +204,8 @@ class LocalBackend(Backend):
         for rank, proc in ended.items():
             del self._procs[rank]
             proc.join()
-            exits.append(describe_exit(rank, proc.exitcode, self._traceback(rank), told))
+            role, index = self.launch.role_of(rank)
+            exits.append(describe_exit(rank, proc.exitcode, self._traceback(rank), told, role.name, index))
             proc.close()
         return exits
 
@@ -219,7 +229,7 @@ class LocalBackend(Backend):
         exits = self.poll()
         for ended in exits:
             if ended.rank in late:
-                ended.summary = (f"worker {ended.rank} did not stop within trainer.join_timeout_s ({timeout_s:g} s) "
+                ended.summary = (f"{ended.name} did not stop within trainer.join_timeout_s ({timeout_s:g} s) "
                                  f"and was terminated by the trainer")
         self._restore_env()
         return exits
