@@ -174,7 +174,9 @@ class Monitor:
                 self._collect_episodes()
                 now = time.monotonic()
                 reason = reason or self._stop_reason(snap, now) or ("workers finished" if pool.running == 0 else None)
-                if now - last_log_time >= self.cfg["logging"]["log_every_s"]:
+                # the moment the run decides to stop is logged: the return curve holds the window that reached
+                # the target, whatever the episodes the workers finish after it do to the window
+                if reason is not None or now - last_log_time >= self.cfg["logging"]["log_every_s"]:
                     self._log_scalars(last_log, snap, now - last_log_time)
                     last_log, last_log_time = snap, now
                     last_hist_updates = self._maybe_histograms(snap, last_hist_updates)

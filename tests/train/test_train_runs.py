@@ -92,8 +92,9 @@ def test_event_files_hold_scalars_histograms_and_hparams(trained):
     returns = acc.Scalars("episode/return_mean")
     steps = [e.step for e in returns]
     assert steps == sorted(steps) and steps[-1] <= _summary(run_dir)["env_steps"]
-    window = acc.Scalars("episode/return_window_mean")  # the last 20 episodes: the curve ends at the target
-    assert window[-1].value >= LEARN["trainer"]["target_return"] > returns[0].value  # it learned
+    window = acc.Scalars("episode/return_window_mean")  # the last 20 episodes, logged when the target was reached
+    stopped = [e for e in window if e.value >= LEARN["trainer"]["target_return"]]
+    assert stopped and stopped[0].step <= window[-1].step and returns[0].value < LEARN["trainer"]["target_return"]
     assert all(e.value == pytest.approx(0.003) for e in acc.Scalars("train/lr"))
     assert 0 < acc.Scalars("train/entropy")[0].value <= np.log(2) + 1e-6
     assert "params/body.0.weight" in acc.Tags()["histograms"]
@@ -164,3 +165,18 @@ def test_shipped_config_solves_cartpole(logdir):
     summary = _summary(only_run_dir(logdir))
     assert summary["stop_reason"] == "target_return reached", summary
     assert summary["solved_at_seconds"] < 120  # the end's window, which moves on while workers stop, may dip
+
+
+def test_the_moment_a_run_reaches_its_target_is_a_point_of_the_return_curve(tmp_path):
+    """With one log interval longer than the run, the curve has two points: the window when the run decided to stop
+    (at the target), and the window at the end, which counts the episodes the workers finished after it."""
+    config = cartpole_config(total_steps=200_000, trainer={"target_return": 30, "target_window": 20},
+                             logging={"log_every_s": 1000})
+    path = write_config(tmp_path / "c.yaml", config)
+    done = run_cli("train", "--config", path, "--logdir", tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run_dir(tmp_path / "runs")
+    assert _summary(run_dir)["stop_reason"] == "target_return reached"
+    window = _events(run_dir).Scalars("episode/return_window_mean")
+    assert len(window) == 2 and window[0].value >= 30 and window[0].step <= window[1].step
+    assert window[1].value == pytest.approx(_summary(run_dir)["mean_return"])
