@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 _MODULES: dict[str, str] = {
     "a3c": "framework.algorithms.a3c.plugin",
+    "appo": "framework.algorithms.appo.plugin",
     "hogwild": "framework.algorithms.hogwild.plugin",
+    "impala": "framework.algorithms.impala.plugin",
 }
 _LOADED: dict[str, "Algorithm"] = {}
 

@@ -151,6 +151,9 @@ class Algorithm(abc.ABC):
     """The default `logging.hparams`: config keys recorded as TensorBoard hparams."""
     metrics: tuple[str, ...] = ()
     """Names of the per-update numbers a worker reports with `stats.add_update`, logged as train/<name>."""
+    counts: tuple[str, ...] = ()
+    """Names of running totals the processes add to with `stats.add_count` (seconds waited, items dropped),
+    logged as perf/<name>: the run's total so far (since its start or its resumption)."""
     evaluate_at_end: bool = False
     """Evaluate once more when the run ends and put the metrics into summary.json."""
 

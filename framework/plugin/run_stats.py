@@ -2,9 +2,10 @@
 
 No queue traffic while training: each worker adds to its counters once per
 update, appends finished episodes to its own ring buffer, and sums the
-algorithm's per-update metrics (losses, entropy, ...). The monitor takes
-snapshots and turns differences between them into rates and means. Workers
-report metrics by name; a name the algorithm did not declare is an error. One writer
+algorithm's per-update metrics (losses, entropy, ...) and its running counts
+(seconds waited, trajectories dropped). The monitor takes snapshots and turns
+differences between them into rates and means. Workers report metrics and
+counts by name; a name the algorithm did not declare is an error. One writer
 per row, so no locks are needed; an update's counters and metric sums are
 written under a per-row sequence number (a seqlock) so that a snapshot never
 pairs one update's metrics with the count before it.
@@ -28,14 +29,20 @@ _SNAPSHOT_WAIT_S = 0.0002
 
 
 class RunStats:
-    """Shared counters, episode rings and metric sums for `workers` workers; pickles as shared handles."""
+    """Shared counters, episode rings and metric sums for `workers` workers; pickles as shared handles.
 
-    def __init__(self, workers: int, metrics: Sequence[str], ring: int = 1024, step_budget: int = 2**62):
+    `metrics` are averaged over updates; `counts` (the algorithm's running totals) are summed over workers. Both
+    live in `metric_sums`, the counts after the metrics.
+    """
+
+    def __init__(self, workers: int, metrics: Sequence[str], ring: int = 1024, step_budget: int = 2**62,
+                 counts: Sequence[str] = ()):
         self.workers = workers
         self.metrics = tuple(metrics)
+        self.counts = tuple(counts)
         self.ring = ring
         self.counters = sharing.empty_shared((workers, _COUNTERS), np.int64)
-        self.metric_sums = sharing.empty_shared((workers, max(1, len(self.metrics))), np.float64)
+        self.metric_sums = sharing.empty_shared((workers, max(1, len(self.metrics) + len(self.counts))), np.float64)
         self.episodes = sharing.empty_shared((workers, ring, 2), np.float64)  # (return, length)
         self.control = sharing.empty_shared((2,), np.int64)  # [stop requested, step budget]
         for array in (self.counters, self.metric_sums, self.episodes, self.control):
@@ -123,6 +130,11 @@ class StatsSnapshot:
         sums = (self.metric_sums - earlier.metric_sums).sum(axis=0)
         return {name: float(sums[i]) / updates for i, name in enumerate(names)}
 
+    def count_totals(self, metrics: Sequence[str], counts: Sequence[str]) -> dict[str, float]:
+        """Each count summed over workers (the counts follow the metrics in the sums)."""
+        sums = self.metric_sums[:, len(metrics):len(metrics) + len(counts)].sum(axis=0)
+        return {name: float(sums[i]) for i, name in enumerate(counts)}
+
 
 class WorkerStats:
     """One worker's row: what the algorithm calls once per rollout/update."""
@@ -135,6 +147,7 @@ class WorkerStats:
         self._ring = stats.ring
         self._control = stats.control
         self._metric_index = {name: i for i, name in enumerate(stats.metrics)}
+        self._count_index = {name: len(stats.metrics) + i for i, name in enumerate(stats.counts)}
         self._row[SEQ] += self._row[SEQ] % 2  # a predecessor killed inside add_update left it odd
 
     def should_stop(self) -> bool:
@@ -175,6 +188,10 @@ class WorkerStats:
         self._row[SKIP_STREAK] = 0
         self._row[UPDATES] += 1
         self._row[SEQ] += 1
+
+    def add_count(self, name: str, value: float = 1.0) -> None:
+        """Add value to one of the algorithm's running counts (`Algorithm.counts`); KeyError for another name."""
+        self._sums[self._count_index[name]] += value
 
     def add_skipped(self) -> int:
         """Count an update not applied (non-finite loss or gradient); returns the current streak."""

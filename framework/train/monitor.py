@@ -330,6 +330,7 @@ class Monitor:
             values["perf/policy_lag"] = (after.total(LAG_SUM) - before.total(LAG_SUM)) / updates
         values["perf/skipped_updates"] = after.total(SKIPPED)
         values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
+        values.update({f"perf/{k}": v for k, v in after.count_totals(self.stats.metrics, self.stats.counts).items()})
         values.update(self.algorithm.scalars(self.model, self.cfg))
         values.update(self.pool.metrics())
         self.writer.scalars(values, after.total(STEPS))

@@ -6,10 +6,12 @@ second component ignored). ImageGoal: a Dict of a (height, width, channels) imag
 actions; ImageGoalBox acts with a Box instead. OffsetGoal: a Tuple observation (a Box and a Discrete starting at -1) and MultiDiscrete actions that
 start at [1, -1]. TextObservation: a Text observation space, which A3C cannot read. MyA3C, CountingA3C and WatchedA3C:
 plugins (CountingA3C keeps arrays of its own, `build_state`; WatchedA3C has a second role, `roles`).
+DyingImpala: IMPALA whose actor or learner is SIGKILLed once while it holds trajectory slots.
 """
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,9 @@ from framework import nn
 from framework.rl.model import ActorCriticBase
 from framework.algorithms.a3c.plugin import A3C
 from framework.algorithms.a3c.worker import Worker
+from framework.algorithms.impala.plugin import Impala, ImpalaLearner
 from framework.plugin.algorithm import Role
+from framework.rl.actor_learner import TrajectoryActor
 
 
 class MoveToGoal(gym.Env):
@@ -227,3 +231,39 @@ class WatchedA3C(A3C):
             raise RuntimeError("the watcher fails")
         while not ctx.stats.should_stop():
             time.sleep(0.05)
+
+
+def _first_start(variable: str) -> bool:
+    """Whether the file named by environment variable `variable` is missing (created now: true once only)."""
+    path = os.environ.get(variable)
+    if not path or Path(path).exists():
+        return False
+    Path(path).touch()
+    return True
+
+
+class DyingActor(TrajectoryActor):
+    """With HOGSHARE_ACTOR_DIES_ONCE=PATH, actor 0 is SIGKILLed on its first start with a slot half written."""
+
+    def rollout(self) -> None:
+        if self.ctx.index == 0 and _first_start("HOGSHARE_ACTOR_DIES_ONCE"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().rollout()
+
+
+class DyingLearner(ImpalaLearner):
+    """With HOGSHARE_LEARNER_DIES_ONCE=PATH, learner 0 is SIGKILLed on its first start holding a batch it took."""
+
+    def take_batch(self):
+        if self.ctx.index == 0 and _first_start("HOGSHARE_LEARNER_DIES_ONCE"):
+            self.buffer.take(0, 1, 60.0, self.ctx.stats.should_stop)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().take_batch()
+
+
+class DyingImpala(Impala):
+    """IMPALA whose actor 0 or learner 0 dies once holding trajectory slots (see DyingActor, DyingLearner)."""
+
+    name = "dying_impala"
+    actor_class = DyingActor
+    learner_class = DyingLearner

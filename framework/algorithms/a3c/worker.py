@@ -2,9 +2,9 @@
 
 The rollout, the local model and the update tail are `framework.rl`'s
 (`RolloutWorker`); what is A3C's is the loss over the whole (n_steps x envs)
-rollout: GAE(lambda) advantages (lambda = 1 is the classic n-step return),
-the policy gradient, an entropy bonus and a value loss, with gradient
-clipping (`algorithm.max_grad_norm`). A loss or gradient that is not finite
+rollout: GAE(lambda) advantages (lambda = 1 is the classic n-step return)
+in `rl.losses.actor_critic_loss` (the policy gradient, an entropy bonus and a
+value loss), with gradient clipping (`algorithm.max_grad_norm`). A loss or gradient that is not finite
 is never applied. With `trainer.compile` the loss runs through
 framework.compile (forward and backward), as the acting policy and the
 rollout's forward do; with an LSTM only the loss is compiled. On a GPU an
@@ -20,21 +20,10 @@ import numpy as np
 import framework
 from framework.device import array_module, to_host
 from framework.plugin.algorithm import WorkerContext
+from framework.rl.losses import actor_critic_loss
 from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
 from framework.rl.rollout import RolloutWorker
-from framework.rl.spaces import ActionHead
-
-
-def a3c_loss(action_head: ActionHead, model: ActorCriticBase, head: Any, values: Any, actions: Any,
-             advantages: Any, targets: Any, n: int, value_coef: float,
-             entropy_coef: float) -> tuple[Any, Any, Any, Any]:
-    """(loss, policy loss, value loss, entropy) of the first n heads and values of a rollout."""
-    log_prob, entropy = action_head.log_prob_entropy(head[:n], actions, model.log_std)
-    policy_loss = -(log_prob * advantages).mean()
-    value_loss = ((values[:n] - targets) ** 2).mean()
-    entropy = entropy.mean()
-    return policy_loss + value_coef * value_loss - entropy_coef * entropy, policy_loss, value_loss, entropy
 
 
 class Worker(RolloutWorker):
@@ -42,7 +31,7 @@ class Worker(RolloutWorker):
 
     def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
         super().__init__(local, ctx)
-        self.loss_terms = framework.compile(a3c_loss) if self.compiled else a3c_loss
+        self.loss_terms = framework.compile(actor_critic_loss) if self.compiled else actor_critic_loss
 
     def loss(self) -> tuple[Any, dict[str, float]] | None:
         """The A3C loss over the rollout and its parts (policy_loss, value_loss, entropy).

@@ -36,7 +36,7 @@ def share_model(config: Config, algorithm: Algorithm, model: Any, workers: int) 
     optimizer = algorithm.build_optimizer(model, config)  # its state lives with the parameters
     optimizer.share_memory()
     stats = RunStats(workers, algorithm.metrics, ring=max(1024, algorithm.window(config)),
-                     step_budget=config["trainer"]["total_steps"])
+                     step_budget=config["trainer"]["total_steps"], counts=algorithm.counts)
     return model, optimizer, stats
 
 

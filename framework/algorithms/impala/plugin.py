@@ -1,0 +1,72 @@
+"""IMPALA (Espeholt et al. 2018): actors acting with lagging parameters, learners correcting for it with V-trace.
+
+The actors, the shared trajectory buffer and the learners' loop are
+`framework.rl.actor_learner`'s. What is IMPALA's is the learner's loss: the
+V-trace targets and policy-gradient advantages (`rl.vtrace`, truncation
+levels `algorithm.rho_bar` and `c_bar`) in the actor-critic loss A3C uses
+(`rl.losses.actor_critic_loss`). With `algorithm.vtrace: false` the targets
+are the plain n-step returns of the lagged data, uncorrected (what the
+correction buys can be measured against it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import framework
+from framework.device import to_host
+from framework.plugin.schema import Field
+from framework.rl.actor_learner import ACTOR_LEARNER_SCHEMA, ActorLearnerAlgorithm, Learner
+from framework.rl.losses import actor_critic_loss
+from framework.rl.returns import gae
+from framework.rl.vtrace import vtrace
+
+
+class ImpalaLearner(Learner):
+    """A learner with IMPALA's loss: one update per batch of trajectories."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss_terms = framework.compile(actor_critic_loss) if self.compiled else actor_critic_loss
+
+    def learn(self, batch: dict[str, np.ndarray]) -> None:
+        a = self.algo_cfg
+        self.sync()
+        self.local_arena.grad[...] = 0.0
+        T, N = batch["rewards"].shape
+        n = T * N
+        head, values = self.forward_trajectories(batch["obs"], self.state0(batch), batch["dones"])
+        v = to_host(values.data_array).reshape(T + 1, N)
+        if not self.finite(head, v):
+            self.ctx.stats.add_skipped()
+            return
+        actions = self.tensor(batch["actions"].reshape(n, *self.action_head.shape))
+        log_rhos = self.target_log_probs(head, actions).reshape(T, N) - batch["log_probs"]
+        if a["vtrace"]:
+            targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], v, a["gamma"], a["rho_bar"],
+                                         a["c_bar"])
+        else:
+            advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], 1.0)
+        loss, policy_loss, value_loss, entropy = self.loss_terms(
+            self.action_head, self.local, head, values, actions, self.tensor(advantages.reshape(n).astype(np.float32)),
+            self.tensor(targets.reshape(n).astype(np.float32)), n, a["value_coef"], a["entropy_coef"])
+        loss.backward()
+        parts = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
+                 "importance_ratio": float(np.exp(np.minimum(log_rhos, 50.0)).mean())}
+        self.apply(parts, self.lagged_version(batch), a["max_grad_norm"])
+
+
+class Impala(ActorLearnerAlgorithm):
+    """The `impala` algorithm plugin."""
+
+    name = "impala"
+    learner_class = ImpalaLearner
+    schema = {
+        **ACTOR_LEARNER_SCHEMA,
+        "vtrace": Field("bool", True),
+        "rho_bar": Field("float", 1.0, low=0.0, low_open=True),
+        "c_bar": Field("float", 1.0, low=0.0, low_open=True),
+    }
+    metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr", "importance_ratio")
+
+
+ALGORITHM = Impala()

@@ -1,0 +1,188 @@
+"""Actors and learners around a shared trajectory buffer: what IMPALA and APPO share.
+
+A run has `trainer.workers` actors and `algorithm.learners` learners (the
+plugin's two roles). An actor is a `RolloutWorker` that, instead of
+computing a loss, writes each rollout into one of its slots of the
+`TrajectoryBuffer` (in place: the rollout's buffers are views of the slot),
+with the log-probabilities of the actions it took and the parameters'
+version it acted with. A learner takes batches of full slots (the oldest
+first, from any actors), computes its algorithm's loss on a local copy of
+the shared model and applies one fused optimizer step to the shared
+parameters; with several learners they do so lock-free, as Hogwild workers
+do. The policy lag of an update (perf/policy_lag) is the number of updates
+applied between the parameters the batch was acted with and this one.
+
+What each side waits on is bounded (`algorithm.max_actor_wait_s`,
+`max_learner_wait_s`: see rl.trajectories) and counted: perf/actor_wait_s and
+perf/learner_wait_s (seconds, all actors or learners together, since the run
+started), perf/trajectories_dropped (rollouts an actor overwrote before a
+learner took them, or that a learner died holding).
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+
+import framework
+from framework.device import array_module, to_host
+from framework.plugin.algorithm import Config, Role, WorkerContext
+from framework.plugin.schema import ConfigError, Field
+from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, env_spaces
+from framework.rl.model import ActorCriticBase
+from framework.rl.rollout import LocalModelWorker, RolloutWorker
+from framework.rl.trajectories import TrajectoryBuffer
+
+ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
+    **ROLLOUT_SCHEMA,
+    "learners": Field("int", 1, low=1, high=256),
+    "batch_trajectories": Field("int", 4, low=1, high=4096),
+    "slots_per_actor": Field("int", 2, low=1, high=256),
+    "max_actor_wait_s": Field("float", 2.0, low=0.0, high=3600.0),
+    "max_learner_wait_s": Field("float", 0.1, low=0.0, high=3600.0),
+    "entropy_coef": Field("float", 0.01, low=0.0),
+    "value_coef": Field("float", 0.5, low=0.0),
+    "max_grad_norm": Field("float", 40.0, low=0.0, low_open=True),
+}
+"""`algorithm` keys of an actor-learner plugin: the rollout's, the learners and the buffer, the loss weights."""
+
+COUNTS = ("actor_wait_s", "learner_wait_s", "trajectories_dropped")
+
+
+class TrajectoryActor(RolloutWorker):
+    """An actor: rollouts with the shared parameters as they are at each rollout's start, into buffer slots."""
+
+    def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
+        super().__init__(local, ctx)
+        self.buffer: TrajectoryBuffer = ctx.shared
+        self.buffer.reclaim("actor", ctx.index)
+        xp = array_module(self.local_arena.data)
+        self.heads = xp.zeros((self.T, self.E, self.action_head.size), dtype=self.local_arena.data.dtype)
+
+    def _behaviour_log_probs(self) -> np.ndarray:
+        """log mu(a_t|x_t) of the rollout's actions under the policy that took them, (T, E) on the host."""
+        n = self.T * self.E
+        with framework.no_grad():
+            log_prob, _ = self.action_head.log_prob_entropy(
+                framework.as_tensor(self.heads.reshape(n, -1)),
+                self.tensor(self.actions.reshape(n, *self.action_head.shape)), self.local.log_std)
+        return to_host(log_prob.data_array).reshape(self.T, self.E)
+
+    def update(self) -> None:
+        """Take a slot (bounded wait), sync, roll out into it, publish it."""
+        stats = self.ctx.stats
+        slot, waited, dropped = self.buffer.acquire(self.ctx.index, self.algo_cfg["max_actor_wait_s"],
+                                                    stats.should_stop)
+        stats.add_count("actor_wait_s", waited)
+        if dropped:
+            stats.add_count("trajectories_dropped", dropped)
+        if slot is None:
+            return
+        views = self.buffer.slot_views(slot)
+        self.obs, self.actions, self.rewards, self.dones = (views[k] for k in ("obs", "actions", "rewards", "dones"))
+        version = self.sync()
+        self.rollout()
+        views["log_probs"][...] = self._behaviour_log_probs()
+        if self.state0 is not None:
+            views["state0"][...] = np.stack([to_host(s.data_array) for s in self.state0])
+        self.buffer.publish(slot, version)
+
+
+class Learner(LocalModelWorker, abc.ABC):
+    """A learner: batches of trajectories from the buffer, a loss of its algorithm's, one shared update each."""
+
+    def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
+        framework.manual_seed(ctx.seed)
+        super().__init__(local, ctx, env_spaces(ctx.config)[1])
+        self.buffer: TrajectoryBuffer = ctx.shared
+        lost = self.buffer.reclaim("learner", ctx.index)
+        if lost:
+            ctx.stats.add_count("trajectories_dropped", lost)
+
+    def take_batch(self) -> dict[str, np.ndarray] | None:
+        """The next batch of trajectories (copied out of the buffer, whose slots go back to their actors at
+        once); None when the run stopped while waiting."""
+        a, stats = self.algo_cfg, self.ctx.stats
+        slots, waited = self.buffer.take(self.ctx.index, a["batch_trajectories"], a["max_learner_wait_s"],
+                                         stats.should_stop)
+        stats.add_count("learner_wait_s", waited)
+        if slots.size == 0:
+            return None
+        try:
+            return self.buffer.batch(slots)
+        finally:
+            self.buffer.release(slots)
+
+    def state0(self, batch: dict[str, np.ndarray], columns: Any = slice(None)) -> Any:
+        """The LSTM state the batch's rollouts (its env columns `columns`) started from; None without one."""
+        if "state0" not in batch:
+            return None
+        return tuple(self.tensor(np.ascontiguousarray(s[columns])) for s in batch["state0"])
+
+    def target_log_probs(self, head: Any, actions: Any) -> np.ndarray:
+        """log pi(a|x) under the local parameters for the policy outputs `head` (no grad), on the host."""
+        with framework.no_grad():
+            log_prob, _ = self.action_head.log_prob_entropy(framework.as_tensor(head.data_array[:actions.shape[0]]),
+                                                            actions, self.local.log_std)
+        return to_host(log_prob.data_array)
+
+    def finite(self, head: Any, values: np.ndarray) -> bool:
+        xp = array_module(head.data_array)
+        return bool(xp.isfinite(head.data_array).all()) and bool(np.isfinite(values).all())
+
+    @abc.abstractmethod
+    def learn(self, batch: dict[str, np.ndarray]) -> None:
+        """Update the shared parameters from one batch (sync, loss, `apply`; a non-finite loss is skipped)."""
+
+    def run(self) -> None:
+        while not self.ctx.stats.should_stop():
+            batch = self.take_batch()
+            if batch is not None:
+                self.learn(batch)
+
+    def lagged_version(self, batch: dict[str, np.ndarray]) -> int:
+        """The update count the batch's trajectories were acted with, on average (for the policy lag)."""
+        return int(round(float(batch["version"].mean())))
+
+
+class ActorLearnerAlgorithm(ActorCriticAlgorithm):
+    """An actor-learner plugin: `actor` and `learner` roles around a TrajectoryBuffer; a subclass sets
+    `learner_class` (its loss) and its `algorithm` keys (ACTOR_LEARNER_SCHEMA's among them)."""
+
+    learner_class: type[Learner]
+    actor_class: type[TrajectoryActor] = TrajectoryActor
+    counts = COUNTS
+    hparams = ("optimizer.name", "optimizer.lr", "algorithm.n_steps", "env.envs_per_worker", "trainer.workers",
+               "algorithm.learners", "algorithm.batch_trajectories", "model.hidden")
+
+    def roles(self, config: Config) -> tuple[Role, ...]:
+        """`trainer.workers` actors (run_worker) and `algorithm.learners` learners (run_learner)."""
+        return (Role("actor", config["trainer"]["workers"]),
+                Role("learner", config["algorithm"]["learners"], "run_learner"))
+
+    def check_config(self, config: Config) -> None:
+        """ActorCriticAlgorithm's checks; a batch must fit in the buffer."""
+        super().check_config(config)
+        a, actors = config["algorithm"], config["trainer"]["workers"]
+        if a["batch_trajectories"] > actors * a["slots_per_actor"]:
+            raise ConfigError(f"config key 'algorithm.batch_trajectories': got {a['batch_trajectories']}; allowed: "
+                              f"at most trainer.workers x algorithm.slots_per_actor = {actors * a['slots_per_actor']} "
+                              f"(the trajectories the buffer holds)")
+
+    def build_shared(self, config: Config, context: Any, ranks: range) -> TrajectoryBuffer:
+        """The run's trajectory buffer: algorithm.slots_per_actor slots per actor."""
+        layout, head = env_spaces(config)
+        state = self.build_model(config).initial_state(1)
+        return TrajectoryBuffer(config["trainer"]["workers"], config["algorithm"]["slots_per_actor"],
+                                config["algorithm"]["n_steps"], config["env"]["envs_per_worker"], layout.shape,
+                                layout.dtype, head.shape, head.dtype,
+                                None if state is None else int(state[0].shape[-1]))
+
+    def run_worker(self, ctx: WorkerContext) -> None:
+        """An actor's loop."""
+        self.actor_class(self.build_model(ctx.config), ctx).run()
+
+    def run_learner(self, ctx: WorkerContext) -> None:
+        """A learner's loop."""
+        self.learner_class(self.build_model(ctx.config), ctx).run()

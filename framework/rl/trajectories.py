@@ -1,0 +1,177 @@
+"""A trajectory buffer in shared memory: actors write rollouts into slots, learners take them by index.
+
+Every array is preallocated once, slot-major in time: `obs` is (T+1, slots,
+envs, *obs_shape) in the envs' own dtype (uint8 frames stay uint8), then
+actions, rewards, dones and the behaviour policy's log-probabilities
+(T, slots, envs), an LSTM's state at the rollout's start (2, slots, envs,
+hidden) and the policy version each rollout was acted with (the run's update
+count when its actor read the shared parameters). An actor writes a rollout
+in place, step by step, through views of its slot (`slot_views`): nothing is
+pickled or copied per step, and a learner's batch is one gather along the
+slot axis (`batch`), already (T+1, slots * envs, ...), the shape a rollout
+forward takes.
+
+Each slot belongs to one actor (actor i owns slots i*K .. i*K+K-1) and is in
+one of four states, changed only under one robust lock (a holder's death
+does not deadlock it): FREE -> WRITING (its actor took it) -> FULL (its
+rollout is complete) -> READING (a learner took it) -> FREE. What each side
+waits on, and for how long:
+
+- an actor waits for one of its own slots to be FREE. Past `max_wait_s` it
+  takes back its own oldest FULL slot instead (the oldest rollout not yet
+  taken by a learner is dropped: counted, never blocking an actor for more
+  than that bound behind a slow learner);
+- a learner waits for `batch` FULL slots, the oldest first, from any actors
+  (a slow actor holds back nobody's trajectories but its own). Past
+  `max_wait_s` it takes the ones there are, as soon as there is one.
+
+Both look at the slots without the lock while they wait (taking it only to
+claim what they saw), and check their stop flag. A process that died holding
+slots leaves them WRITING or READING; its restarted successor takes them
+back first thing (`reclaim`).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+import sharing
+
+FREE, WRITING, FULL = 0, 1, 2
+READING = 3
+"""READING + i: held by learner i."""
+
+POLL_S, MAX_POLL_S = 0.0002, 0.005
+"""A waiting process looks at the slots again after POLL_S, then after twice as long each time, up to MAX_POLL_S:
+a short wait costs little latency, a long one little CPU (sixteen waiting actors on two cores)."""
+
+
+class TrajectoryBuffer:
+    """`actors` x `slots_per_actor` rollout slots of `steps` steps of `envs` environments in shared memory."""
+
+    def __init__(self, actors: int, slots_per_actor: int, steps: int, envs: int, obs_shape: tuple[int, ...],
+                 obs_dtype: Any, action_shape: tuple[int, ...], action_dtype: Any,
+                 state_size: int | None = None):
+        slots = actors * slots_per_actor
+        self.slots_per_actor, self.steps, self.envs = slots_per_actor, steps, envs
+        self.obs = sharing.empty_shared((steps + 1, slots, envs, *obs_shape), obs_dtype)
+        self.actions = sharing.empty_shared((steps, slots, envs, *action_shape), action_dtype)
+        self.rewards = sharing.empty_shared((steps, slots, envs), np.float32)
+        self.dones = sharing.empty_shared((steps, slots, envs), np.float32)
+        self.log_probs = sharing.empty_shared((steps, slots, envs), np.float32)
+        self.state0 = None if state_size is None else sharing.empty_shared((2, slots, envs, state_size), np.float32)
+        self.version = sharing.empty_shared((slots,), np.int64)
+        self.filled_at = sharing.empty_shared((slots,), np.int64)  # monotonic ns: the oldest FULL slot goes first
+        self.status = sharing.empty_shared((slots,), np.int64)
+        for array in (self.version, self.filled_at, self.status):
+            array[...] = 0
+        self.lock = sharing.RobustLock()
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.obs, self.actions, self.rewards, self.dones, self.log_probs, self.state0)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    def own_slots(self, actor: int) -> range:
+        return range(actor * self.slots_per_actor, (actor + 1) * self.slots_per_actor)
+
+    def slot_views(self, slot: int) -> dict[str, np.ndarray]:
+        """Writable views of one slot: obs (T+1, E, ...), actions, rewards, dones, log_probs (T, E, ...) and,
+        with an LSTM, state0 (2, E, hidden)."""
+        views = {name: getattr(self, name)[:, slot]
+                 for name in ("obs", "actions", "rewards", "dones", "log_probs")}
+        if self.state0 is not None:
+            views["state0"] = self.state0[:, slot]
+        return views
+
+    # -- the actor's side ------------------------------------------------------------------------
+    def acquire(self, actor: int, max_wait_s: float, stopping: Callable[[], bool]) -> tuple[int | None, float, int]:
+        """(slot to write, seconds waited, rollouts dropped): one of actor's FREE slots, or past max_wait_s its
+        oldest FULL one (whose rollout is dropped); slot None when stopping() became true while waiting."""
+        own = self.own_slots(actor)
+        start, poll = time.monotonic(), POLL_S
+        while True:
+            waited = time.monotonic() - start
+            mine = self.status[own.start:own.stop]
+            if (mine == FREE).any() or (waited >= max_wait_s and (mine == FULL).any()):  # a look without the lock
+                with self.lock:
+                    free = np.flatnonzero(mine == FREE)
+                    dropped = 0
+                    if free.size == 0 and waited >= max_wait_s:
+                        free = np.flatnonzero(mine == FULL)
+                        free = free[np.argsort(self.filled_at[own.start:own.stop][free])]
+                        dropped = 1
+                    if free.size:
+                        slot = own.start + int(free[0])
+                        self.status[slot] = WRITING
+                        return slot, waited, dropped
+            if stopping():
+                return None, time.monotonic() - start, 0
+            poll = _sleep(poll)
+
+    def publish(self, slot: int, version: int) -> None:
+        """Mark a written slot FULL, acted with the parameters of update count `version`."""
+        with self.lock:
+            self.version[slot] = version
+            self.filled_at[slot] = time.monotonic_ns()
+            self.status[slot] = FULL
+
+    # -- the learner's side ----------------------------------------------------------------------
+    def take(self, learner: int, batch: int, max_wait_s: float,
+             stopping: Callable[[], bool]) -> tuple[np.ndarray, float]:
+        """(slots, seconds waited): the `batch` oldest FULL slots, now READING by learner; fewer (at least one)
+        once max_wait_s has passed; none when stopping() became true while waiting."""
+        start, poll = time.monotonic(), POLL_S
+        while True:
+            waited = time.monotonic() - start
+            ready = int((self.status == FULL).sum())  # a look without the lock
+            if ready >= batch or (ready and waited >= max_wait_s):
+                with self.lock:
+                    full = np.flatnonzero(self.status == FULL)
+                    if full.size:
+                        chosen = full[np.argsort(self.filled_at[full], kind="stable")[:batch]]
+                        self.status[chosen] = READING + learner
+                        return chosen, waited
+            if stopping():
+                return np.zeros(0, dtype=np.int64), time.monotonic() - start
+            poll = _sleep(poll)
+
+    def batch(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+        """Copies of the slots' rollouts side by side: obs (T+1, len(slots) * E, ...), actions, rewards, dones,
+        log_probs (T, len(slots) * E, ...), state0 (2, len(slots) * E, hidden) when kept, version (len(slots),)."""
+        def joined(array: np.ndarray, axis: int) -> np.ndarray:
+            taken = np.take(array, slots, axis=axis)
+            shape = taken.shape
+            return taken.reshape(*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2:])
+
+        out = {name: joined(getattr(self, name), 1) for name in ("obs", "actions", "rewards", "dones", "log_probs")}
+        if self.state0 is not None:
+            out["state0"] = joined(self.state0, 1)
+        out["version"] = self.version[slots].copy()
+        return out
+
+    def release(self, slots: np.ndarray) -> None:
+        """Give slots a learner has read back to their actors."""
+        with self.lock:
+            self.status[slots] = FREE
+
+    # -- restarts --------------------------------------------------------------------------------
+    def reclaim(self, role: str, index: int) -> int:
+        """Free what a dead predecessor (`actor` or `learner` index) held: an actor's slot half written, a
+        learner's slots taken and not yet read; how many slots."""
+        with self.lock:
+            if role == "actor":
+                own = self.own_slots(index)
+                held = own.start + np.flatnonzero(self.status[own.start:own.stop] == WRITING)
+            else:
+                held = np.flatnonzero(self.status == READING + index)
+            self.status[held] = FREE
+            return int(held.size)
+
+
+def _sleep(poll: float) -> float:
+    """Sleep poll seconds; the next poll interval."""
+    time.sleep(poll)
+    return min(2 * poll, MAX_POLL_S)

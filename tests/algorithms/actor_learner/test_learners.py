@@ -1,0 +1,117 @@
+"""The actor-learner plugins in one process: an actor's trajectory in its slot, IMPALA's learner on on-policy data
+making A3C's update, the policy lag it counts, V-trace's ratios off-policy, APPO's clipped surrogate against its
+definition."""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import framework
+from framework import algorithms
+from framework.plugin.algorithm import WorkerContext
+from framework.plugin.run_stats import LAG_SUM, UPDATES, RunStats
+from framework.rl.losses import actor_critic_loss, clipped_surrogate_loss
+from framework.rl.returns import gae
+from framework.rl.spaces import ActionHead
+from framework.train.config import validate
+
+
+def _actor_and_learner(name: str, lstm: bool = False, **algorithm):
+    config = validate({
+        "env": {"envs_per_worker": 3}, "model": {"hidden": [16], "lstm": lstm},
+        "algorithm": {"name": name, "n_steps": 5, "batch_trajectories": 1, "max_grad_norm": 1e6, **algorithm},
+        "optimizer": {"name": "sgd", "lr": 1e-12}, "trainer": {"workers": 1, "compile": False}})
+    plugin = algorithms.get(name)
+    framework.manual_seed(0)
+    model = plugin.build_model(config).share_memory()
+    optimizer = plugin.build_optimizer(model, config).share_memory()
+    stats = RunStats(2, plugin.metrics, counts=plugin.counts)
+    buffer = plugin.build_shared(config, None, range(2))
+
+    def context(rank: int, role: str) -> WorkerContext:
+        return WorkerContext(rank, 7 + rank, config, model, optimizer, stats.writer(rank), buffer, {}, role, 0)
+
+    actor = plugin.actor_class(plugin.build_model(config), context(0, "actor"))
+    learner = plugin.learner_class(plugin.build_model(config), context(1, "learner"))
+    return actor, learner, model, stats
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["feed-forward", "lstm"])
+def test_an_actors_slot_holds_its_rollout_and_the_policy_that_acted(lstm):
+    actor, learner, _, stats = _actor_and_learner("impala", lstm)
+    actor.update()
+    batch = learner.take_batch()
+    np.testing.assert_array_equal(batch["obs"], actor.obs)  # the rollout was written into the slot in place
+    np.testing.assert_array_equal(batch["actions"], actor.actions)
+    assert batch["version"].tolist() == [0] and stats.snapshot().counters[0].sum() > 0
+    learner.sync()
+    head, _ = learner.forward_trajectories(batch["obs"], learner.state0(batch), batch["dones"])
+    actions = learner.tensor(batch["actions"].reshape(-1))
+    np.testing.assert_allclose(learner.target_log_probs(head, actions).reshape(5, 3), batch["log_probs"],
+                               rtol=1e-4, atol=1e-5)  # pi = mu: the same parameters
+    assert ("state0" in batch) == lstm
+
+
+def test_on_policy_the_impala_update_is_the_a3c_update():
+    actor, learner, _, _ = _actor_and_learner("impala")
+    actor.update()
+    batch = learner.take_batch()
+    learner.learn(batch)
+    impala_grad = learner.local_arena.grad.copy()
+
+    learner.sync()
+    learner.local_arena.grad[...] = 0.0
+    head, values = learner.forward_trajectories(batch["obs"], None, batch["dones"])
+    v = values.detach().numpy().reshape(6, 3)
+    advantages, targets = gae(batch["rewards"], batch["dones"], v, 0.99, 1.0)
+    a = learner.algo_cfg
+    loss, *_ = actor_critic_loss(learner.action_head, learner.local, head, values,
+                                 learner.tensor(batch["actions"].reshape(15)),
+                                 learner.tensor(advantages.reshape(15).astype(np.float32)),
+                                 learner.tensor(targets.reshape(15).astype(np.float32)), 15, a["value_coef"],
+                                 a["entropy_coef"])
+    loss.backward()
+    np.testing.assert_allclose(impala_grad, learner.local_arena.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_the_policy_lag_of_an_update_counts_the_updates_since_its_data_was_acted():
+    actor, learner, model, stats = _actor_and_learner("impala")
+    actor.update()  # acted with the parameters of update 0
+    other = stats.writer(0)
+    for _ in range(3):  # three updates by others meanwhile, one of which changed the policy
+        other.add_update({}, 0)
+    model.arena.data[...] += 0.05 * np.random.default_rng(0).standard_normal(model.arena.data.shape)
+    learner.learn(learner.take_batch())
+    snap = stats.snapshot()
+    assert snap.total(UPDATES) == 4 and snap.counters[1, LAG_SUM] == 3
+    ratio = snap.metric_sums[1, stats.metrics.index("importance_ratio")]  # of the one update
+    assert abs(ratio - 1.0) > 1e-3  # pi != mu now: the ratios V-trace truncates are not 1
+
+
+def test_the_clipped_surrogate_is_ppos_objective():
+    rng = np.random.default_rng(3)
+    n, clip = 64, 0.2
+    head = framework.tensor(rng.normal(size=(n, 3)), dtype=framework.float64, requires_grad=True)
+    values = framework.tensor(rng.normal(size=(n + 1,)), dtype=framework.float64)
+    actions = rng.integers(0, 3, n)
+    logits = head.detach().numpy()
+    log_pi = logits[np.arange(n), actions] - np.log(np.exp(logits).sum(axis=1))
+    behaviour = log_pi + rng.normal(scale=0.3, size=n)  # ratios both sides of the clip
+    advantages, targets = rng.normal(size=n), rng.normal(size=n)
+    action_head = ActionHead(gym.spaces.Discrete(3))
+
+    class Model:
+        log_std = None
+
+    loss, policy_loss, value_loss, entropy = clipped_surrogate_loss(
+        action_head, Model(), head, values, framework.tensor(actions), framework.tensor(behaviour),
+        framework.tensor(advantages), framework.tensor(targets), n, clip, 0.5, 0.01)
+    ratio = np.exp(log_pi - behaviour)
+    expected = -np.minimum(ratio * advantages, np.clip(ratio, 1 - clip, 1 + clip) * advantages).mean()
+    assert policy_loss.item() == pytest.approx(expected, rel=1e-12)
+    assert value_loss.item() == pytest.approx(((values.numpy()[:n] - targets) ** 2).mean(), rel=1e-12)
+    policy_loss.backward()
+    unclipped = ratio * advantages <= np.clip(ratio, 1 - clip, 1 + clip) * advantages  # where min takes r A
+    d_log_pi = -(ratio * advantages * unclipped) / n
+    softmax = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    expected_grad = d_log_pi[:, None] * (np.eye(3)[actions] - softmax)
+    np.testing.assert_allclose(head.grad.numpy(), expected_grad, rtol=1e-9, atol=1e-12)
