@@ -84,8 +84,8 @@ class TrajectoryActor(RolloutWorker):
         version = self.sync()
         self.rollout()
         views["log_probs"][...] = self._behaviour_log_probs()
-        if self.state0 is not None:
-            views["state0"][...] = np.stack([to_host(s.data_array) for s in self.state0])
+        for view, state in zip(views["state0"], self.state0 or ()):
+            view[...] = to_host(state.data_array)
         self.buffer.publish(slot, version)
 
 
@@ -114,9 +114,9 @@ class Learner(LocalModelWorker, abc.ABC):
         finally:
             self.buffer.release(slots)
 
-    def state0(self, batch: dict[str, np.ndarray], columns: Any = slice(None)) -> Any:
-        """The LSTM state the batch's rollouts (its env columns `columns`) started from; None without one."""
-        if "state0" not in batch:
+    def state0(self, batch: dict[str, Any], columns: Any = slice(None)) -> Any:
+        """The recurrent state the batch's rollouts (its env columns `columns`) started from; None without one."""
+        if not batch["state0"]:
             return None
         return tuple(self.tensor(np.ascontiguousarray(s[columns])) for s in batch["state0"])
 
@@ -173,11 +173,11 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
     def build_shared(self, config: Config, context: Any, ranks: range) -> TrajectoryBuffer:
         """The run's trajectory buffer: algorithm.slots_per_actor slots per actor."""
         layout, head = env_spaces(config)
-        state = self.build_model(config).initial_state(1)
+        state = [to_host(s.data_array) for s in self.build_model(config).initial_state(1) or ()]
         return TrajectoryBuffer(config["trainer"]["workers"], config["algorithm"]["slots_per_actor"],
                                 config["algorithm"]["n_steps"], config["env"]["envs_per_worker"], layout.shape,
-                                layout.dtype, head.shape, head.dtype,
-                                None if state is None else int(state[0].shape[-1]))
+                                layout.dtype, head.shape, head.dtype, tuple(s.shape[1:] for s in state),
+                                state[0].dtype if state else np.float32)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         """An actor's loop."""

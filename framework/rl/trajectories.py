@@ -3,8 +3,8 @@
 Every array is preallocated once, slot-major in time: `obs` is (T+1, slots,
 envs, *obs_shape) in the envs' own dtype (uint8 frames stay uint8), then
 actions, rewards, dones and the behaviour policy's log-probabilities
-(T, slots, envs), an LSTM's state at the rollout's start (2, slots, envs,
-hidden) and the policy version each rollout was acted with (the run's update
+(T, slots, envs), a recurrent model's state at the rollout's start (each of
+its arrays (slots, envs, ...)) and the policy version each rollout was acted with (the run's update
 count when its actor read the shared parameters). An actor writes a rollout
 in place, step by step, through views of its slot (`slot_views`): nothing is
 pickled or copied per step, and a learner's batch is one gather along the
@@ -53,7 +53,7 @@ class TrajectoryBuffer:
 
     def __init__(self, actors: int, slots_per_actor: int, steps: int, envs: int, obs_shape: tuple[int, ...],
                  obs_dtype: Any, action_shape: tuple[int, ...], action_dtype: Any,
-                 state_size: int | None = None):
+                 state_shapes: tuple[tuple[int, ...], ...] = (), state_dtype: Any = np.float32):
         slots = actors * slots_per_actor
         self.slots_per_actor, self.steps, self.envs = slots_per_actor, steps, envs
         self.obs = sharing.empty_shared((steps + 1, slots, envs, *obs_shape), obs_dtype)
@@ -61,7 +61,7 @@ class TrajectoryBuffer:
         self.rewards = sharing.empty_shared((steps, slots, envs), np.float32)
         self.dones = sharing.empty_shared((steps, slots, envs), np.float32)
         self.log_probs = sharing.empty_shared((steps, slots, envs), np.float32)
-        self.state0 = None if state_size is None else sharing.empty_shared((2, slots, envs, state_size), np.float32)
+        self.state0 = [sharing.empty_shared((slots, envs, *shape), state_dtype) for shape in state_shapes]
         self.version = sharing.empty_shared((slots,), np.int64)
         self.filled_at = sharing.empty_shared((slots,), np.int64)  # monotonic ns: the oldest FULL slot goes first
         self.status = sharing.empty_shared((slots,), np.int64)
@@ -71,19 +71,18 @@ class TrajectoryBuffer:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.obs, self.actions, self.rewards, self.dones, self.log_probs, self.state0)
-        return sum(a.nbytes for a in arrays if a is not None)
+        arrays = (self.obs, self.actions, self.rewards, self.dones, self.log_probs, *self.state0)
+        return sum(a.nbytes for a in arrays)
 
     def own_slots(self, actor: int) -> range:
         return range(actor * self.slots_per_actor, (actor + 1) * self.slots_per_actor)
 
     def slot_views(self, slot: int) -> dict[str, np.ndarray]:
-        """Writable views of one slot: obs (T+1, E, ...), actions, rewards, dones, log_probs (T, E, ...) and,
-        with an LSTM, state0 (2, E, hidden)."""
-        views = {name: getattr(self, name)[:, slot]
-                 for name in ("obs", "actions", "rewards", "dones", "log_probs")}
-        if self.state0 is not None:
-            views["state0"] = self.state0[:, slot]
+        """Writable views of one slot: obs (T+1, E, ...), actions, rewards, dones, log_probs (T, E, ...) and
+        state0, a list of the state's arrays (E, ...) (empty for a feed-forward model)."""
+        views: dict[str, Any] = {name: getattr(self, name)[:, slot]
+                                 for name in ("obs", "actions", "rewards", "dones", "log_probs")}
+        views["state0"] = [array[slot] for array in self.state0]
         return views
 
     # -- the actor's side ------------------------------------------------------------------------
@@ -138,17 +137,18 @@ class TrajectoryBuffer:
                 return np.zeros(0, dtype=np.int64), time.monotonic() - start
             poll = _sleep(poll)
 
-    def batch(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+    def batch(self, slots: np.ndarray) -> dict[str, Any]:
         """Copies of the slots' rollouts side by side: obs (T+1, len(slots) * E, ...), actions, rewards, dones,
-        log_probs (T, len(slots) * E, ...), state0 (2, len(slots) * E, hidden) when kept, version (len(slots),)."""
+        log_probs (T, len(slots) * E, ...), state0 (a list of (len(slots) * E, ...) arrays), version
+        (len(slots),)."""
         def joined(array: np.ndarray, axis: int) -> np.ndarray:
             taken = np.take(array, slots, axis=axis)
             shape = taken.shape
             return taken.reshape(*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2:])
 
-        out = {name: joined(getattr(self, name), 1) for name in ("obs", "actions", "rewards", "dones", "log_probs")}
-        if self.state0 is not None:
-            out["state0"] = joined(self.state0, 1)
+        out: dict[str, Any] = {name: joined(getattr(self, name), 1)
+                               for name in ("obs", "actions", "rewards", "dones", "log_probs")}
+        out["state0"] = [joined(array, 0) for array in self.state0]
         out["version"] = self.version[slots].copy()
         return out
 

@@ -133,3 +133,18 @@ def test_a_writer_killed_inside_an_update_does_not_block_snapshots():
     assert time.monotonic() - start < 1.0
     stats.writer(1).add_update({"loss": 1.0}, lag=0)  # its replacement evens the sequence first
     assert stats.counters[1, SEQ] % 2 == 0
+
+
+def test_counts_are_running_totals_over_workers_beside_the_metrics():
+    stats = RunStats(2, ("loss",), counts=("waited_s", "dropped"))
+    before = stats.snapshot()
+    w0, w1 = stats.writer(0), stats.writer(1)
+    w0.add_count("waited_s", 0.25)
+    w1.add_count("waited_s", 0.5)
+    w1.add_count("dropped")
+    w0.add_update({"loss": 4.0}, lag=0)
+    after = stats.snapshot()
+    assert after.count_totals(stats.metrics, stats.counts) == {"waited_s": 0.75, "dropped": 1.0}
+    assert after.metric_means(before, stats.metrics) == {"loss": 4.0}  # counts do not enter the means
+    with pytest.raises(KeyError):
+        w0.add_count("loss", 1.0)  # a metric is not a count

@@ -2,8 +2,6 @@
 worker processes, checkpoints, resume, evaluation and TensorBoard."""
 from __future__ import annotations
 
-import multiprocessing
-
 import numpy as np
 import pytest
 from hypothesis import given, settings

@@ -14,7 +14,7 @@ STEPS, ENVS = 5, 3
 
 def _buffer(actors: int = 2, slots_per_actor: int = 2, lstm: bool = False) -> TrajectoryBuffer:
     return TrajectoryBuffer(actors, slots_per_actor, STEPS, ENVS, (4, 6, 6), np.uint8, (), np.int64,
-                            state_size=8 if lstm else None)
+                            state_shapes=((8,), (2, 3)) if lstm else ())
 
 
 def _never() -> bool:
@@ -43,13 +43,18 @@ def test_rollouts_written_in_another_process_reach_the_learner_by_index_oldest_f
     assert buffer.status.tolist() == [FREE] * 4
 
 
-def test_an_lstm_state_travels_with_its_rollout():
+def test_a_recurrent_state_travels_with_its_rollout():
+    """A state of any arrays (an LSTM's two, a model.factory's own), each (envs, ...)."""
     buffer = _buffer(lstm=True)
-    slot, _, _ = buffer.acquire(0, 1.0, _never)
-    buffer.slot_views(slot)["state0"][...] = np.arange(2 * ENVS * 8).reshape(2, ENVS, 8)
-    buffer.publish(slot, 0)
-    slots, _ = buffer.take(0, 1, 1.0, _never)
-    np.testing.assert_array_equal(buffer.batch(slots)["state0"], np.arange(2 * ENVS * 8).reshape(2, ENVS, 8))
+    states = (np.arange(ENVS * 8).reshape(ENVS, 8), -np.arange(ENVS * 6).reshape(ENVS, 2, 3))
+    for slot in (0, 1):
+        assert buffer.acquire(0, 1.0, _never)[0] == slot
+        for view, state in zip(buffer.slot_views(slot)["state0"], states):
+            view[...] = state + 100 * slot
+        buffer.publish(slot, 0)
+    joined = buffer.batch(buffer.take(0, 2, 1.0, _never)[0])["state0"]
+    for array, state in zip(joined, states):
+        np.testing.assert_array_equal(array, np.concatenate([state, state + 100]))
 
 
 def test_an_actor_waits_at_most_its_bound_then_drops_its_oldest_unread_rollout():

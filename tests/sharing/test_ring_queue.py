@@ -16,7 +16,7 @@ import pytest
 import sharing
 from sharing import ring_queue
 from sharing_workers import (consume_until_none, get_stopping_mid_message, put_after, put_stopping_mid_message,
-                             produce, sleep_forever, take)
+                             produce, take)
 
 TIMEOUT = 60
 CLOCK_SLACK_S = 0.01  # multiprocessing.Queue times out against the wall clock, which may run slightly fast

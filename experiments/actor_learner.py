@@ -1,0 +1,321 @@
+"""Benchmark: A3C, IMPALA and APPO on 2 cores: time to target, policy lag, throughput (and sample-factory's APPO).
+
+Three parts, each run one `train` at a time on a quiet machine, each kept in
+experiments/results/actor_learner.json so that a part can be run again alone
+(--parts); the page experiments/results/actor_learner.md and the plots
+actor_learner_cartpole.png and actor_learner_lunarlander.png are rewritten
+from all parts measured so far:
+
+- learning: the shipped configs (a3c.yaml, impala.yaml, appo.yaml on
+  CartPole-v1; a3c_, impala_, appo_lunarlander.yaml on LunarLander-v3) on
+  --seeds seeds each: seconds and env steps to the target, steps/s, policy lag;
+- lag: the CartPole and LunarLander configs of IMPALA (V-trace), IMPALA with
+  `vtrace: false` and A3C with 2, 8 and 16 actors (workers) on the same 2 cores,
+  one seed, for a fixed budget each: the mean return reached, the time to the
+  target and the mean policy lag;
+- throughput: env steps/s over --throughput-seconds of A3C, IMPALA with 1 and 2
+  learners and APPO on CartPole (the shipped configs) and on Atari Pong (the
+  Pong config's environment and network, each algorithm's keys; 2 actors), the
+  environment alone with random actions in one process x 2 cores, and
+  sample-factory 2.1.1's APPO on the same tasks (with --sf-python, its own venv;
+  ../shared/baselines/README.md): its `Fps is (10 sec: ...)` lines, averaged
+  past its first 30 s (Atari's are frames: divided by 4 for env steps).
+
+usage: python experiments/actor_learner.py [--parts learning,lag,throughput] [--seeds 3] [--first-seed 0]
+           [--lag-actors 2,8,16] [--lag-seconds-cartpole 30] [--lag-seconds-lunarlander 240]
+           [--throughput-seconds 40] [--sf-python /tmp/sf/bin/python]
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from common import REPO, RESULTS, load, markdown_table, plot_return_curves, return_curve, train_run, write_result
+
+CONFIGS = REPO / "configs"
+JSON = RESULTS / "actor_learner.json"
+ALGORITHMS = ("a3c", "impala", "appo")
+TASKS = {"cartpole": ("CartPole-v1", 475.0, "{algo}.yaml", 120),
+         "lunarlander": ("LunarLander-v3", 200.0, "{algo}_lunarlander.yaml", 900)}
+"""task -> (env id, target, config name pattern, budget in seconds of one learning run)."""
+COLORS = {"a3c": "tab:blue", "impala": "tab:orange", "appo": "tab:green"}
+SF_FPS = re.compile(r"Fps is \(10 sec: ([\d.]+|nan)")
+
+
+def _run(config: Path, sets: list[str], timeout: float) -> tuple[dict, Path, float]:
+    """(summary, run directory, start time) of one quiet `train` run in a fresh logdir."""
+    logdir = Path(tempfile.mkdtemp(prefix="actor-learner-"))
+    started = time.time()
+    run_dir = train_run(config, ["logging.progress=false", *sets], logdir, timeout)
+    return json.loads((run_dir / "summary.json").read_text()), run_dir, started
+
+
+def _figures(summary: dict) -> dict:
+    keys = ("solved_at_seconds", "env_steps", "steps_per_second", "policy_lag_mean", "mean_return", "wall_seconds",
+            "stop_reason")
+    return {key: summary.get(key) for key in keys}
+
+
+def learning(seeds: list[int]) -> dict:
+    """Each shipped config on each seed, to its target or its budget."""
+    results: dict = {}
+    for task, (_, _, pattern, budget) in TASKS.items():
+        for algo in ALGORITHMS:
+            config = CONFIGS / pattern.format(algo=algo)
+            runs = []
+            for seed in seeds:
+                summary, run_dir, started = _run(config, [f"seed={seed}", f"trainer.max_seconds={budget}"],
+                                                 budget + 600)
+                runs.append({"seed": seed, **_figures(summary), "curve": return_curve(run_dir, started)[::2]})
+                print(task, algo, seed, _figures(summary), flush=True)
+            results[f"{task}/{algo}"] = runs
+    return results
+
+
+def _variant_sets(variant: str, actors: int) -> tuple[str, list[str]]:
+    algo = variant.split("-")[0]
+    sets = [f"trainer.workers={actors}"]
+    if variant == "impala-no-vtrace":
+        sets.append("algorithm.vtrace=false")
+    return algo, sets
+
+
+def lag(actor_counts: list[int], seconds: dict[str, float]) -> dict:
+    """IMPALA with and without V-trace, and A3C, with more and more actors on the same cores."""
+    results: dict = {}
+    for task, (_, _, pattern, _) in TASKS.items():
+        for variant in ("impala", "impala-no-vtrace", "a3c"):
+            for actors in actor_counts:
+                algo, sets = _variant_sets(variant, actors)
+                summary, _, _ = _run(CONFIGS / pattern.format(algo=algo),
+                                     [*sets, "seed=0", f"trainer.max_seconds={seconds[task]}"], seconds[task] + 600)
+                results[f"{task}/{variant}/{actors}"] = _figures(summary)
+                print(task, variant, actors, _figures(summary), flush=True)
+    return results
+
+
+def _pong_config(algo: str, into: Path) -> Path:
+    """The Pong config's environment, network and optimizer with algo's keys (the CartPole config's, rollout
+    length 5, as the Pong config's), 2 actors."""
+    pong = yaml.safe_load((CONFIGS / "a3c_pong.yaml").read_text())
+    algorithm = yaml.safe_load((CONFIGS / f"{algo}.yaml").read_text())["algorithm"]
+    algorithm.update({"n_steps": 5, "gamma": 0.99, "entropy_coef": 0.01, "max_grad_norm": 0.5})
+    pong.update(experiment=f"{algo}-pong", algorithm=algorithm)
+    pong["trainer"].update(workers=2, target_return=None)
+    path = into / f"{algo}_pong.yaml"
+    path.write_text(yaml.safe_dump(pong))
+    return path
+
+
+def env_alone(task: str, seconds: float) -> float:
+    """Env steps/s of one process stepping the task's env batch (the config's envs per worker) with random
+    actions, as a worker steps it; x 2 for the machine's 2 cores."""
+    import numpy as np
+
+    from framework.rl.envs import EnvBatch
+    from framework.train.config import load_config
+
+    config = load_config(CONFIGS / ("a3c.yaml" if task == "cartpole" else "a3c_pong.yaml"))
+    env = config["env"]
+    batch = EnvBatch(env["id"], env["kwargs"], env["envs_per_worker"], seed=0)
+    rng = np.random.default_rng(0)
+    n = batch.action_head.size
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch.step(rng.integers(0, n, len(batch)))
+        steps += len(batch)
+    rate = steps / (time.perf_counter() - start)
+    batch.close()
+    return 2 * rate
+
+
+def sample_factory(python: str, task: str, seconds: float) -> float | None:
+    """sample-factory APPO's env steps/s on task (2 workers, as ../shared/baselines/README.md runs it)."""
+    if not Path(python).exists():
+        return None
+    train_dir = tempfile.mkdtemp(prefix="sf-")
+    if task == "cartpole":
+        args = ["-m", "sf_examples.train_gym_env", "--algo=APPO", "--env=CartPole-v1", "--num_envs_per_worker=20",
+                "--use_rnn=False", "--recurrence=1", "--with_vtrace=False", "--batch_size=512", "--reward_scale=0.1"]
+        per_step = 1
+    else:
+        args = ["-m", "sf_examples.atari.train_atari", "--env=atari_pong", "--num_envs_per_worker=4"]
+        per_step = 4
+    args += ["--device=cpu", "--num_workers=2", f"--train_dir={train_dir}", "--experiment=bench"]
+    try:
+        done = subprocess.run([python, *args], capture_output=True, text=True, timeout=seconds)
+        text = done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        text = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace")
+    values = [float(v) for v in SF_FPS.findall(text) if v != "nan"]
+    steady = values[3:] or values  # its first 30 s include start-up
+    return statistics.mean(steady) / per_step if steady else None
+
+
+def throughput(seconds: float, sf_python: str) -> dict:
+    """Env steps/s of each algorithm on CartPole and Pong, the env alone, sample-factory's APPO."""
+    results: dict = {}
+    pong_dir = Path(tempfile.mkdtemp(prefix="pong-configs-"))
+    variants = (("a3c", []), ("impala", []), ("impala", ["algorithm.learners=2"]), ("appo", []))
+    for task in ("cartpole", "pong"):
+        for algo, sets in variants:
+            config = CONFIGS / f"{algo}.yaml" if task == "cartpole" else _pong_config(algo, pong_dir)
+            name = algo + (" (2 learners)" if sets else "")
+            summary, _, _ = _run(config, [*sets, "trainer.target_return=null", f"trainer.max_seconds={seconds}"],
+                                 seconds + 600)
+            results[f"{task}/{name}"] = {**_figures(summary), "load": load()}
+            print(task, name, results[f"{task}/{name}"], flush=True)
+        results[f"{task}/env alone x 2"] = {"steps_per_second": env_alone(task, min(seconds, 20.0)), "load": load()}
+        results[f"{task}/sample-factory APPO"] = {"steps_per_second": sample_factory(sf_python, task, seconds + 30),
+                                                 "load": load()}
+        print(task, "env / sample-factory", results[f"{task}/env alone x 2"], results[f"{task}/sample-factory APPO"],
+              flush=True)
+    return results
+
+
+# ---- the page ------------------------------------------------------------------------------------------------
+def _mean_std(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def learning_section(results: dict) -> list[str]:
+    rows = []
+    for task, (env_id, target, pattern, budget) in TASKS.items():
+        for algo in ALGORITHMS:
+            runs = results.get(f"{task}/{algo}")
+            if not runs:
+                continue
+            solved = [r for r in runs if r["solved_at_seconds"] is not None]
+            rows.append([env_id, f"configs/{pattern.format(algo=algo)}", f"{len(solved)} of {len(runs)}",
+                         _mean_std([r["solved_at_seconds"] for r in solved]) + " s",
+                         f"{statistics.mean(r['env_steps'] for r in runs):,.0f}",
+                         f"{statistics.mean(r['steps_per_second'] for r in runs):,.0f}",
+                         _mean_std([r["policy_lag_mean"] for r in runs if r["policy_lag_mean"] is not None], 2)])
+    seeds = sorted({r["seed"] for runs in results.values() for r in runs})
+    budgets = ", ".join(f"{TASKS[t][0]} {TASKS[t][3]} s" for t in TASKS)
+    return ["## Time to target", "",
+            f"The shipped configs, seeds {', '.join(map(str, seeds))}, one run at a time, each until the mean of its "
+            f"last 100 episode returns reached the target (CartPole 475, LunarLander 200) or its budget ({budgets}) "
+            f"ran out. Seconds to the target as mean ± std over the seeds that reached it; env steps and steps/s "
+            f"averaged over all runs; policy lag: updates applied between the parameters an update's data was acted "
+            f"with and the update.", "",
+            markdown_table(["task", "config", "reached", "seconds to target", "env steps", "env steps/s",
+                            "policy lag"], rows), "", "![CartPole return curves](actor_learner_cartpole.png)", "",
+            "![LunarLander return curves](actor_learner_lunarlander.png)"]
+
+
+def lag_section(results: dict, actor_counts: list[int], seconds: dict[str, float]) -> list[str]:
+    rows = []
+    for task in TASKS:
+        for variant in ("impala", "impala-no-vtrace", "a3c"):
+            cells = []
+            for actors in actor_counts:
+                r = results.get(f"{task}/{variant}/{actors}")
+                if r is None:
+                    cells.append("-")
+                    continue
+                reached = (f"target at {r['solved_at_seconds']:.0f} s" if r["solved_at_seconds"] is not None
+                           else f"{r['mean_return']:.0f}")
+                cells.append(f"{reached}, lag {r['policy_lag_mean']:.1f}")
+            label = {"impala": "IMPALA, V-trace", "impala-no-vtrace": "IMPALA, vtrace: false", "a3c": "A3C"}[variant]
+            rows.append([TASKS[task][0], label, *cells])
+    budgets = ", ".join(f"{TASKS[t][0]} {seconds[t]:.0f} s" for t in TASKS)
+    return ["## Policy lag", "",
+            f"The CartPole and LunarLander configs with more and more actors (A3C: workers) on the same 2 cores, seed "
+            f"0, one run each for a fixed budget ({budgets}), stopping at the target. Each cell: when the target was "
+            f"reached (or, when it was not, the mean return of the last 100 episodes at the end), and the mean "
+            f"policy lag in updates. More processes than cores lag further behind: the point is where the V-trace "
+            f"correction keeps learning while the uncorrected learner and A3C degrade.", "",
+            markdown_table(["task", "algorithm", *[f"{n} actors" for n in actor_counts]], rows)]
+
+
+def throughput_section(results: dict, seconds: float) -> list[str]:
+    rows = []
+    for task in ("cartpole", "pong"):
+        alone = results.get(f"{task}/env alone x 2", {}).get("steps_per_second")
+        for name in ("a3c", "impala", "impala (2 learners)", "appo", "sample-factory APPO", "env alone x 2"):
+            r = results.get(f"{task}/{name}")
+            if r is None:
+                continue
+            sps = r["steps_per_second"]
+            share = f"{sps / alone:.0%}" if sps and alone and name != "env alone x 2" else ""
+            rows.append(["CartPole-v1" if task == "cartpole" else "Atari Pong", name,
+                         "not run (no venv)" if sps is None else f"{sps:,.0f}", share,
+                         "" if r.get("policy_lag_mean") is None else f"{r['policy_lag_mean']:.1f}", r["load"]])
+    return ["## Throughput", "",
+            f"Env steps/s over {seconds:.0f} s of training with 2 actors (A3C: workers) on the 2 cores, one run at a "
+            f"time: CartPole with the shipped configs, Pong with the Pong config's environment (hogshare/Atari-v0: 4 "
+            f"frames a step, 8 games per actor) and network, each algorithm's CartPole keys and a rollout of 5 steps. "
+            f"The env alone: one process stepping a worker's env batch with random actions, x 2 cores. "
+            f"sample-factory 2.1.1's APPO in its own venv, 2 workers (CartPole 20 envs each, Pong 4), its settings "
+            f"from ../shared/baselines/README.md; its figure is the mean of its 10-second rates past its first 30 s.",
+            "", markdown_table(["task", "what", "env steps/s", "of the env alone", "policy lag", "load before"], rows)]
+
+
+def plot(results: dict) -> None:
+    """One PNG per task: each algorithm's return curves over its seeds, the target dashed."""
+    for task, (env_id, target, _, _) in TASKS.items():
+        series = [(algo, COLORS[algo], [r["curve"] for r in results[f"{task}/{algo}"]])
+                  for algo in ALGORITHMS if results.get(f"{task}/{algo}")]
+        if series:
+            plot_return_curves(series, f"{env_id}: mean return of the last 100 episodes", "seconds",
+                               RESULTS / f"actor_learner_{task}.png", target=target)
+
+
+def write_page(data: dict) -> Path:
+    sections = []
+    if "learning" in data:
+        sections += learning_section(data["learning"])
+        plot(data["learning"])
+    if "lag" in data:
+        sections += lag_section(data["lag"], data["lag_actors"], data["lag_seconds"])
+    if "throughput" in data:
+        sections += throughput_section(data["throughput"], data["throughput_seconds"])
+    return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores", ["\n".join(sections)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="learning,lag,throughput")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--lag-actors", default="2,8,16")
+    parser.add_argument("--lag-seconds-cartpole", type=float, default=30)
+    parser.add_argument("--lag-seconds-lunarlander", type=float, default=240)
+    parser.add_argument("--throughput-seconds", type=float, default=40)
+    parser.add_argument("--sf-python", default=os.environ.get("HOGSHARE_SF_PYTHON", "/tmp/sf/bin/python"))
+    args = parser.parse_args()
+    data = json.loads(JSON.read_text()) if JSON.exists() else {}
+    parts = args.parts.split(",")
+    if "learning" in parts:
+        data["learning"] = learning(list(range(args.first_seed, args.first_seed + args.seeds)))
+    if "lag" in parts:
+        data["lag_actors"] = [int(n) for n in args.lag_actors.split(",")]
+        data["lag_seconds"] = {"cartpole": args.lag_seconds_cartpole, "lunarlander": args.lag_seconds_lunarlander}
+        data["lag"] = lag(data["lag_actors"], data["lag_seconds"])
+    if "throughput" in parts:
+        data["throughput_seconds"] = args.throughput_seconds
+        data["throughput"] = throughput(args.throughput_seconds, args.sf_python)
+    JSON.write_text(json.dumps(data, indent=1))
+    print(write_page(data))
+
+
+if __name__ == "__main__":
+    main()
