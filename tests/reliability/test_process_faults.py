@@ -103,6 +103,23 @@ def test_killed_main_process_leaves_no_worker_and_no_segment(watch, tmp_path, lo
     assert list(watch.tmpdir.glob("hogshare-*")) == []
 
 
+@pytest.mark.fault("2", "SIGKILL of the main process of an IMPALA run (2 actors, 1 learner; spawn, file_system "
+                        "strategy)",
+                   "the actors and the learner exit within 5 s; the run's segments, its trajectory buffer's among "
+                   "them, were in /dev/shm before and none is left after the manager's grace period")
+def test_killed_main_process_of_an_actor_learner_run_leaves_nothing(watch, tmp_path, logdir):
+    run, _ = _start(watch, tmp_path, logdir, env=watch.env(**{GRACE_ENV: "1.0"}), algorithm={"name": "impala"},
+                    trainer={"start_method": "spawn", "sharing_strategy": "file_system"})
+    processes = worker_pids(run.pid, 3)
+    [group] = mapped_groups(run.pid)
+    assert group_names(group), "the run has no segment in /dev/shm"
+    run.proc.kill()
+    assert run.finish() == -signal.SIGKILL
+    assert still_alive(processes, 5) == []
+    assert wait_until(lambda: not group_names(group), 1.0 + 10), group_names(group)
+    assert list(watch.tmpdir.glob("hogshare-*")) == []
+
+
 @pytest.mark.fault("2", "SIGKILL of a program that started two children with `sharing.spawn` (fork, spawn and "
                         "forkserver)",
                    "both children exit within 5 s, and so does the fork server")
