@@ -22,6 +22,7 @@ from all parts measured so far:
   past its first 30 s (Atari's are frames: divided by 4 for env steps).
 
 usage: python experiments/actor_learner.py [--parts learning,lag,throughput] [--seeds 3] [--first-seed 0]
+           [--tasks cartpole,lunarlander]
            [--lag-actors 2,8,16] [--lag-seconds-cartpole 30] [--lag-seconds-lunarlander 240]
            [--throughput-seconds 40] [--sf-python /tmp/sf/bin/python]
 """
@@ -35,6 +36,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import json
 import re
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -48,9 +50,10 @@ from common import REPO, RESULTS, load, markdown_table, plot_return_curves, retu
 CONFIGS = REPO / "configs"
 JSON = RESULTS / "actor_learner.json"
 ALGORITHMS = ("a3c", "impala", "appo")
-TASKS = {"cartpole": ("CartPole-v1", 475.0, "{algo}.yaml", 120),
-         "lunarlander": ("LunarLander-v3", 200.0, "{algo}_lunarlander.yaml", 900)}
-"""task -> (env id, target, config name pattern, budget in seconds of one learning run)."""
+TASKS = {"cartpole": ("CartPole-v1", 475.0, "{algo}.yaml", 120, 0.1),
+         "lunarlander": ("LunarLander-v3", 200.0, "{algo}_lunarlander.yaml", 900, 1.0)}
+"""task -> (env id, target, config name pattern, budget in seconds of one learning run, seconds between the points
+of its return curve: CartPole's runs take a second or two)."""
 COLORS = {"a3c": "tab:blue", "impala": "tab:orange", "appo": "tab:green"}
 SF_FPS = re.compile(r"Fps is \(10 sec: ([\d.]+|nan)")
 
@@ -69,17 +72,18 @@ def _figures(summary: dict) -> dict:
     return {key: summary.get(key) for key in keys}
 
 
-def learning(seeds: list[int]) -> dict:
-    """Each shipped config on each seed, to its target or its budget."""
+def learning(seeds: list[int], tasks: list[str]) -> dict:
+    """Each shipped config of tasks on each seed, to its target or its budget."""
     results: dict = {}
-    for task, (_, _, pattern, budget) in TASKS.items():
+    for task in tasks:
+        _, _, pattern, budget, log_every_s = TASKS[task]
         for algo in ALGORITHMS:
             config = CONFIGS / pattern.format(algo=algo)
             runs = []
             for seed in seeds:
-                summary, run_dir, started = _run(config, [f"seed={seed}", f"trainer.max_seconds={budget}"],
-                                                 budget + 600)
-                runs.append({"seed": seed, **_figures(summary), "curve": return_curve(run_dir, started)[::2]})
+                summary, run_dir, started = _run(config, [f"seed={seed}", f"trainer.max_seconds={budget}",
+                                                          f"logging.log_every_s={log_every_s}"], budget + 600)
+                runs.append({"seed": seed, **_figures(summary), "curve": return_curve(run_dir, started)})
                 print(task, algo, seed, _figures(summary), flush=True)
             results[f"{task}/{algo}"] = runs
     return results
@@ -96,7 +100,7 @@ def _variant_sets(variant: str, actors: int) -> tuple[str, list[str]]:
 def lag(actor_counts: list[int], seconds: dict[str, float]) -> dict:
     """IMPALA with and without V-trace, and A3C, with more and more actors on the same cores."""
     results: dict = {}
-    for task, (_, _, pattern, _) in TASKS.items():
+    for task, (_, _, pattern, _, _) in TASKS.items():
         for variant in ("impala", "impala-no-vtrace", "a3c"):
             for actors in actor_counts:
                 algo, sets = _variant_sets(variant, actors)
@@ -155,11 +159,21 @@ def sample_factory(python: str, task: str, seconds: float) -> float | None:
         args = ["-m", "sf_examples.atari.train_atari", "--env=atari_pong", "--num_envs_per_worker=4"]
         per_step = 4
     args += ["--device=cpu", "--num_workers=2", f"--train_dir={train_dir}", "--experiment=bench"]
-    try:
-        done = subprocess.run([python, *args], capture_output=True, text=True, timeout=seconds)
-        text = done.stdout + done.stderr
-    except subprocess.TimeoutExpired as exc:
-        text = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace")
+    # Its own session: at the end the whole group goes (its spawned workers and learner outlive a killed main).
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen([python, *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(seconds)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # the group had ended by itself
+                pass
+            proc.wait()
+        log.seek(0)
+        text = log.read()
     values = [float(v) for v in SF_FPS.findall(text) if v != "nan"]
     steady = values[3:] or values  # its first 30 s include start-up
     return statistics.mean(steady) / per_step if steady else None
@@ -197,7 +211,7 @@ def _mean_std(values: list[float], digits: int = 1) -> str:
 
 def learning_section(results: dict) -> list[str]:
     rows = []
-    for task, (env_id, target, pattern, budget) in TASKS.items():
+    for task, (env_id, target, pattern, budget, _) in TASKS.items():
         for algo in ALGORITHMS:
             runs = results.get(f"{task}/{algo}")
             if not runs:
@@ -213,12 +227,14 @@ def learning_section(results: dict) -> list[str]:
     return ["## Time to target", "",
             f"The shipped configs, seeds {', '.join(map(str, seeds))}, one run at a time, each until the mean of its "
             f"last 100 episode returns reached the target (CartPole 475, LunarLander 200) or its budget ({budgets}) "
-            f"ran out. Seconds to the target as mean ± std over the seeds that reached it; env steps and steps/s "
+            f"ran out; CartPole's runs log a point of their curve every 0.1 s (the default 1 s leaves one or two in a run of a "
+            f"second, and the logging takes some of their time). Seconds to the target as mean ± std over the seeds "
+            f"that reached it; env steps and steps/s "
             f"averaged over all runs; policy lag: updates applied between the parameters an update's data was acted "
             f"with and the update.", "",
             markdown_table(["task", "config", "reached", "seconds to target", "env steps", "env steps/s",
                             "policy lag"], rows), "", "![CartPole return curves](actor_learner_cartpole.png)", "",
-            "![LunarLander return curves](actor_learner_lunarlander.png)"]
+            "![LunarLander return curves](actor_learner_lunarlander.png)", ""]
 
 
 def lag_section(results: dict, actor_counts: list[int], seconds: dict[str, float]) -> list[str]:
@@ -243,7 +259,7 @@ def lag_section(results: dict, actor_counts: list[int], seconds: dict[str, float
             f"reached (or, when it was not, the mean return of the last 100 episodes at the end), and the mean "
             f"policy lag in updates. More processes than cores lag further behind: the point is where the V-trace "
             f"correction keeps learning while the uncorrected learner and A3C degrade.", "",
-            markdown_table(["task", "algorithm", *[f"{n} actors" for n in actor_counts]], rows)]
+            markdown_table(["task", "algorithm", *[f"{n} actors" for n in actor_counts]], rows), ""]
 
 
 def throughput_section(results: dict, seconds: float) -> list[str]:
@@ -265,13 +281,17 @@ def throughput_section(results: dict, seconds: float) -> list[str]:
             f"frames a step, 8 games per actor) and network, each algorithm's CartPole keys and a rollout of 5 steps. "
             f"The env alone: one process stepping a worker's env batch with random actions, x 2 cores. "
             f"sample-factory 2.1.1's APPO in its own venv, 2 workers (CartPole 20 envs each, Pong 4), its settings "
-            f"from ../shared/baselines/README.md; its figure is the mean of its 10-second rates past its first 30 s.",
-            "", markdown_table(["task", "what", "env steps/s", "of the env alone", "policy lag", "load before"], rows)]
+            f"from ../shared/baselines/README.md; its figure is the mean of its 10-second rates past its first 30 s. "
+            f"Load before: the 1-minute load average as the run started; nothing else ran, but the average still "
+            f"counts, decaying over a few minutes, the processes of the runs before (the policy-lag part's 16 actors "
+            f"when it ran just before).",
+            "", markdown_table(["task", "what", "env steps/s", "of the env alone", "policy lag", "load before"], rows),
+            ""]
 
 
 def plot(results: dict) -> None:
     """One PNG per task: each algorithm's return curves over its seeds, the target dashed."""
-    for task, (env_id, target, _, _) in TASKS.items():
+    for task, (env_id, target, _, _, _) in TASKS.items():
         series = [(algo, COLORS[algo], [r["curve"] for r in results[f"{task}/{algo}"]])
                   for algo in ALGORITHMS if results.get(f"{task}/{algo}")]
         if series:
@@ -288,13 +308,15 @@ def write_page(data: dict) -> Path:
         sections += lag_section(data["lag"], data["lag_actors"], data["lag_seconds"])
     if "throughput" in data:
         sections += throughput_section(data["throughput"], data["throughput_seconds"])
-    return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores", ["\n".join(sections)])
+    return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores", ["\n".join(sections)],
+                        command="python experiments/actor_learner.py")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="learning,lag,throughput")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--tasks", default="cartpole,lunarlander", help="the learning part's tasks")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--lag-actors", default="2,8,16")
     parser.add_argument("--lag-seconds-cartpole", type=float, default=30)
@@ -303,9 +325,11 @@ def main() -> None:
     parser.add_argument("--sf-python", default=os.environ.get("HOGSHARE_SF_PYTHON", "/tmp/sf/bin/python"))
     args = parser.parse_args()
     data = json.loads(JSON.read_text()) if JSON.exists() else {}
-    parts = args.parts.split(",")
+    parts = args.parts.split(",")  # --parts none: rewrite the page from the JSON alone
     if "learning" in parts:
-        data["learning"] = learning(list(range(args.first_seed, args.first_seed + args.seeds)))
+        data["learning"] = {**data.get("learning", {}),
+                            **learning(list(range(args.first_seed, args.first_seed + args.seeds)),
+                                       args.tasks.split(","))}
     if "lag" in parts:
         data["lag_actors"] = [int(n) for n in args.lag_actors.split(",")]
         data["lag_seconds"] = {"cartpole": args.lag_seconds_cartpole, "lunarlander": args.lag_seconds_lunarlander}
