@@ -69,12 +69,8 @@ class TrajectoryBuffer:
             array[...] = 0
         self.lock = sharing.RobustLock()
 
-    @property
-    def nbytes(self) -> int:
-        arrays = (self.obs, self.actions, self.rewards, self.dones, self.log_probs, *self.state0)
-        return sum(a.nbytes for a in arrays)
-
     def own_slots(self, actor: int) -> range:
+        """The slots actor writes into."""
         return range(actor * self.slots_per_actor, (actor + 1) * self.slots_per_actor)
 
     def slot_views(self, slot: int) -> dict[str, np.ndarray]:
