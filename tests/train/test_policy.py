@@ -270,7 +270,7 @@ def test_evaluate_export_writes_the_file_and_says_so(normalized_run, tmp_path):
 def test_a_hogwild_run_has_no_policy(tmp_path_factory, tmp_path):
     run_dir = _train(tmp_path_factory, "hogwild", hogwild_config(trainer={"max_seconds": 1, "eval_every_s": 0}))
     message = (f"run '{run_dir}' trained algorithm hogwild, which has no environment to act in, so no policy; "
-               f"allowed: runs of an algorithm with one (a3c)")
+               f"allowed: runs of an algorithm with one (a3c, appo, impala)")
     with pytest.raises(ConfigError) as refused:
         load_policy(run_dir)
     assert str(refused.value) == message

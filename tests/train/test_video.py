@@ -111,7 +111,7 @@ def test_record_refuses_an_algorithm_without_an_environment(tmp_path):
     code, _, err = call_main(evaluate_main, ["--run", str(run), "--record", str(tmp_path / "a.gif")])
     assert code == 2
     assert err == (f"evaluate: error: --record: run '{run}' trained algorithm hogwild, which has no environment to "
-                   f"record; allowed: runs of an algorithm with one (a3c)\n")
+                   f"record; allowed: runs of an algorithm with one (a3c, appo, impala)\n")
     assert snapshot(run) == before and not (tmp_path / "a.gif").exists()
 
 
