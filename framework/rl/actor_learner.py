@@ -31,8 +31,10 @@ from framework.plugin.algorithm import Config, Role, WorkerContext
 from framework.plugin.schema import ConfigError, Field
 from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, env_spaces
 from framework.rl.model import ActorCriticBase
+from framework.rl.returns import gae
 from framework.rl.rollout import LocalModelWorker, RolloutWorker
 from framework.rl.trajectories import TrajectoryBuffer
+from framework.rl.vtrace import vtrace
 
 ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
     **ROLLOUT_SCHEMA,
@@ -120,16 +122,31 @@ class Learner(LocalModelWorker, abc.ABC):
             return None
         return tuple(self.tensor(np.ascontiguousarray(s[columns])) for s in batch["state0"])
 
+    def targets(self, batch: dict[str, Any], head: Any, values: Any, vtrace_targets: bool,
+                gae_lambda: float = 1.0) -> tuple[np.ndarray, np.ndarray, Any, float] | None:
+        """(advantages, value targets, the actions as a tensor, mean importance ratio pi / mu) of a batch whose
+        rollout forward gave head and values: V-trace's (`rho_bar`, `c_bar`), or GAE(gae_lambda) on the lagged
+        data as it is. None when the forward pass is not finite (a NaN or inf observation)."""
+        a = self.algo_cfg
+        T, N = batch["rewards"].shape
+        v = to_host(values.data_array).reshape(T + 1, N)
+        if not self.finite(head, v):
+            return None
+        actions = self.tensor(batch["actions"].reshape(T * N, *self.action_head.shape))
+        log_rhos = self.target_log_probs(head, actions).reshape(T, N) - batch["log_probs"]
+        if vtrace_targets:
+            targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], v, a["gamma"], a["rho_bar"],
+                                         a["c_bar"])
+        else:
+            advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], gae_lambda)
+        return advantages, targets, actions, float(np.exp(np.minimum(log_rhos, 50.0)).mean())
+
     def target_log_probs(self, head: Any, actions: Any) -> np.ndarray:
         """log pi(a|x) under the local parameters for the policy outputs `head` (no grad), on the host."""
         with framework.no_grad():
             log_prob, _ = self.action_head.log_prob_entropy(framework.as_tensor(head.data_array[:actions.shape[0]]),
                                                             actions, self.local.log_std)
         return to_host(log_prob.data_array)
-
-    def finite(self, head: Any, values: np.ndarray) -> bool:
-        xp = array_module(head.data_array)
-        return bool(xp.isfinite(head.data_array).all()) and bool(np.isfinite(values).all())
 
     @abc.abstractmethod
     def learn(self, batch: dict[str, np.ndarray]) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import framework
-from framework.device import to_device, to_host
+from framework.device import array_module, to_device, to_host
 from framework.plugin.algorithm import WorkerContext, learning_rate
 from framework.plugin.update import apply_gradient
 from framework.rl.envs import EnvBatch
@@ -87,6 +87,11 @@ class LocalModelWorker:
         LSTM's state starts from state0 and is reset after every step that ended an episode."""
         keep = episode_keep(dones, self.device) if self.recurrent else None
         return self.forward_rollout(self.tensor(obs), state0, keep)
+
+    def finite(self, head: Any, values: np.ndarray) -> bool:
+        """Whether a forward pass's policy outputs and (host) values are all finite: a loss can be built."""
+        xp = array_module(head.data_array)
+        return bool(xp.isfinite(head.data_array).all()) and bool(np.isfinite(values).all())
 
     def apply(self, parts: Mapping[str, float], synced_at: int, max_grad_norm: float | None) -> bool:
         """The local gradient to the shared optimizer (`apply_gradient`: skipped when not finite, clipped, at the

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 import framework
-from framework.device import array_module, to_host
+from framework.device import to_host
 from framework.plugin.algorithm import WorkerContext
 from framework.rl.losses import actor_critic_loss
 from framework.rl.model import ActorCriticBase
@@ -41,8 +39,7 @@ class Worker(RolloutWorker):
         a, n = self.algo_cfg, self.T * self.E
         head, values = self._forward_rollout()
         v = to_host(values.data_array).reshape(self.T + 1, self.E)
-        xp = array_module(head.data_array)
-        if not (bool(xp.isfinite(head.data_array).all()) and np.isfinite(v).all()):
+        if not self.finite(head, v):
             return None
         adv, targets = gae(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
         if a["normalize_advantages"]:

@@ -20,8 +20,6 @@ from framework.device import to_host
 from framework.plugin.schema import Field
 from framework.rl.actor_learner import ACTOR_LEARNER_SCHEMA, ActorLearnerAlgorithm, Learner
 from framework.rl.losses import clipped_surrogate_loss
-from framework.rl.returns import gae
-from framework.rl.vtrace import vtrace
 
 
 class AppoLearner(Learner):
@@ -32,34 +30,17 @@ class AppoLearner(Learner):
         self.loss_terms = framework.compile(clipped_surrogate_loss) if self.compiled else clipped_surrogate_loss
         self.rng = np.random.default_rng(self.ctx.seed)
 
-    def targets(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """(advantages, value targets, mean importance ratio) of the batch under the parameters now; None when
-        the forward pass is not finite."""
+    def learn(self, batch: dict[str, np.ndarray]) -> None:
         a = self.algo_cfg
-        T, N = batch["rewards"].shape
         self.sync()
         with framework.no_grad():
             head, values = self.forward_trajectories(batch["obs"], self.state0(batch), batch["dones"])
-        v = to_host(values.data_array).reshape(T + 1, N)
-        if not self.finite(head, v):
-            return None
-        actions = self.tensor(batch["actions"].reshape(T * N, *self.action_head.shape))
-        log_rhos = self.target_log_probs(head, actions).reshape(T, N) - batch["log_probs"]
-        if a["targets"] == "vtrace":
-            targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], v, a["gamma"], a["rho_bar"],
-                                         a["c_bar"])
-        else:
-            advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], a["gae_lambda"])
-        return advantages, targets, float(np.exp(np.minimum(log_rhos, 50.0)).mean())
-
-    def learn(self, batch: dict[str, np.ndarray]) -> None:
-        a = self.algo_cfg
-        found = self.targets(batch)
+        found = self.targets(batch, head, values, a["targets"] == "vtrace", a["gae_lambda"])
         if found is None:
             self.ctx.stats.add_skipped()
             return
-        advantages, targets, ratio = found
-        T, N = batch["rewards"].shape
+        advantages, targets, _, ratio = found
+        N = advantages.shape[1]
         version = self.lagged_version(batch)
         for _ in range(a["epochs"]):
             for columns in np.array_split(self.rng.permutation(N), min(a["minibatches"], N)):

@@ -13,12 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 import framework
-from framework.device import to_host
 from framework.plugin.schema import Field
 from framework.rl.actor_learner import ACTOR_LEARNER_SCHEMA, ActorLearnerAlgorithm, Learner
 from framework.rl.losses import actor_critic_loss
-from framework.rl.returns import gae
-from framework.rl.vtrace import vtrace
 
 
 class ImpalaLearner(Learner):
@@ -32,26 +29,19 @@ class ImpalaLearner(Learner):
         a = self.algo_cfg
         self.sync()
         self.local_arena.grad[...] = 0.0
-        T, N = batch["rewards"].shape
-        n = T * N
         head, values = self.forward_trajectories(batch["obs"], self.state0(batch), batch["dones"])
-        v = to_host(values.data_array).reshape(T + 1, N)
-        if not self.finite(head, v):
+        found = self.targets(batch, head, values, a["vtrace"])
+        if found is None:
             self.ctx.stats.add_skipped()
             return
-        actions = self.tensor(batch["actions"].reshape(n, *self.action_head.shape))
-        log_rhos = self.target_log_probs(head, actions).reshape(T, N) - batch["log_probs"]
-        if a["vtrace"]:
-            targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], v, a["gamma"], a["rho_bar"],
-                                         a["c_bar"])
-        else:
-            advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], 1.0)
+        advantages, targets, actions, ratio = found
+        n = advantages.size
         loss, policy_loss, value_loss, entropy = self.loss_terms(
             self.action_head, self.local, head, values, actions, self.tensor(advantages.reshape(n).astype(np.float32)),
             self.tensor(targets.reshape(n).astype(np.float32)), n, a["value_coef"], a["entropy_coef"])
         loss.backward()
         parts = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
-                 "importance_ratio": float(np.exp(np.minimum(log_rhos, 50.0)).mean())}
+                 "importance_ratio": ratio}
         self.apply(parts, self.lagged_version(batch), a["max_grad_norm"])
 
 
