@@ -19,12 +19,17 @@ from all parts measured so far:
   environment alone with random actions in one process x 2 cores, and
   sample-factory 2.1.1's APPO on the same tasks (with --sf-python, its own venv;
   ../shared/baselines/README.md): its `Fps is (10 sec: ...)` lines, averaged
-  past its first 30 s (Atari's are frames: divided by 4 for env steps).
+  past its first 30 s (Atari's are frames: divided by 4 for env steps);
+- pong (not in the default parts: an hour or more each): configs/impala_pong.yaml
+  and configs/appo_pong.yaml, seed 0, for --pong-seconds each (the wall time of
+  the A3C Pong run in experiments/results/atari.md), their return curves
+  against time and env steps beside that run's figures (actor_learner_pong.png).
 
-usage: python experiments/actor_learner.py [--parts learning,lag,throughput] [--seeds 3] [--first-seed 0]
+usage: python experiments/actor_learner.py [--parts learning,lag,throughput,pong] [--seeds 3] [--first-seed 0]
            [--tasks cartpole,lunarlander]
            [--lag-actors 2,8,16] [--lag-seconds-cartpole 30] [--lag-seconds-lunarlander 240]
            [--throughput-seconds 40] [--sf-python /tmp/sf/bin/python]
+           [--pong-algorithms impala,appo] [--pong-seconds 3900]
 """
 from __future__ import annotations
 
@@ -45,7 +50,8 @@ from pathlib import Path
 
 import yaml
 
-from common import REPO, RESULTS, load, markdown_table, plot_return_curves, return_curve, train_run, write_result
+from common import (REPO, RESULTS, load, markdown_table, plot_return_curves, return_curve, train_run,
+                    window_events, write_result)
 
 CONFIGS = REPO / "configs"
 JSON = RESULTS / "actor_learner.json"
@@ -56,6 +62,10 @@ TASKS = {"cartpole": ("CartPole-v1", 475.0, "{algo}.yaml", 120, 0.1),
 of its return curve: CartPole's runs take a second or two)."""
 COLORS = {"a3c": "tab:blue", "impala": "tab:orange", "appo": "tab:green"}
 SF_FPS = re.compile(r"Fps is \(10 sec: ([\d.]+|nan)")
+A3C_PONG = {"run": "a3c-pong-20261201-232553", "hours": 1.08, "env_steps": 3_709_240, "first": -20.8,
+            "at_60_min": 2.5, "end": 5.6}
+"""The A3C Pong run of experiments/results/atari.md (`configs/a3c_pong.yaml --set trainer.workers=2`): its wall
+hours, env steps and the mean return of its last 100 episodes when first logged, at 60 minutes and at the end."""
 
 
 def _run(config: Path, sets: list[str], timeout: float) -> tuple[dict, Path, float]:
@@ -200,6 +210,20 @@ def throughput(seconds: float, sf_python: str) -> dict:
     return results
 
 
+def pong(algorithms: list[str], seconds: float) -> dict:
+    """One seed of each algorithm's Pong config for `seconds`: its figures and its return curve as (seconds,
+    env steps, mean return of the last 100 episodes), a point every 10 s."""
+    results: dict = {}
+    for algo in algorithms:
+        summary, run_dir, started = _run(CONFIGS / f"{algo}_pong.yaml",
+                                         ["seed=0", f"trainer.max_seconds={seconds}", "logging.log_every_s=10"],
+                                         seconds + 900)
+        curve = [(e.wall_time - started, e.step, e.value) for e in window_events(run_dir)]
+        results[algo] = {**_figures(summary), "run": run_dir.name, "load": load(), "curve": curve}
+        print("pong", algo, _figures(summary), flush=True)
+    return results
+
+
 # ---- the page ------------------------------------------------------------------------------------------------
 def _mean_std(values: list[float], digits: int = 1) -> str:
     if not values:
@@ -289,6 +313,60 @@ def throughput_section(results: dict, seconds: float) -> list[str]:
             ""]
 
 
+def pong_section(results: dict, seconds: float) -> list[str]:
+    a3c = A3C_PONG
+    rows = [["A3C", "configs/a3c_pong.yaml, trainer.workers=2", f"{a3c['hours'] * 60:.0f} min",
+             f"{a3c['env_steps']:,}", f"{a3c['env_steps'] / (a3c['hours'] * 3600):,.0f}", f"{a3c['first']:.1f}",
+             f"{a3c['at_60_min']:.1f}", f"{a3c['end']:.1f}", "-"]]
+    for algo in ("impala", "appo"):
+        r = results.get(algo)
+        if r is None:
+            continue
+        returns = [v for _, _, v in r["curve"]] or [float("nan")]
+        at_hour = next((v for t, _, v in r["curve"] if t >= 3600), None)
+        rows.append([algo.upper(), f"configs/{algo}_pong.yaml", f"{r['wall_seconds'] / 60:.0f} min",
+                     f"{r['env_steps']:,}", f"{r['steps_per_second']:,.0f}", f"{returns[0]:.1f}",
+                     "-" if at_hour is None else f"{at_hour:.1f}", f"{returns[-1]:.1f}",
+                     "-" if r["policy_lag_mean"] is None else f"{r['policy_lag_mean']:.2f}"])
+    return ["## Pong", "",
+            f"One seed (0) of each algorithm's Pong config on the 2 cores, the A3C paper's feed-forward agent, for "
+            f"{seconds / 60:.0f} minutes: the wall time of the A3C run in [atari.md](atari.md) (`{a3c['run']}`, "
+            f"whose figures are that page's; its curve is there). Returns: the mean of the last 100 episodes, first "
+            f"logged, at 60 minutes and at the end. Env steps/s over the whole run, logging and checkpoints "
+            f"included.", "",
+            markdown_table(["algorithm", "config", "wall time", "env steps", "env steps/s", "first", "at 60 min",
+                            "at the end", "policy lag"], rows), "", "![Pong return curves](actor_learner_pong.png)",
+            ""]
+
+
+def plot_pong(results: dict) -> None:
+    """The Pong curves against minutes and against env steps, A3C's figures as points."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for algo, r in results.items():
+        minutes, steps, returns = zip(*r["curve"]) if r["curve"] else ((), (), ())
+        by_time.plot([t / 60 for t in minutes], returns, color=COLORS[algo], label=algo.upper())
+        by_steps.plot([n / 1e6 for n in steps], returns, color=COLORS[algo], label=algo.upper())
+    a3c = A3C_PONG
+    by_time.plot([60, a3c["hours"] * 60], [a3c["at_60_min"], a3c["end"]], "o", color=COLORS["a3c"],
+                 label=f"A3C ({a3c['run']})")
+    by_steps.plot([a3c["env_steps"] / 1e6], [a3c["end"]], "o", color=COLORS["a3c"], label="A3C, at its end")
+    by_time.set_xlabel("minutes")
+    by_steps.set_xlabel("env steps (millions)")
+    by_time.set_ylabel("mean return of the last 100 episodes")
+    for ax in (by_time, by_steps):
+        ax.axhline(-21, color="gray", linestyle=":", linewidth=1)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left")
+    fig.suptitle("Atari Pong on 2 cores, seed 0")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "actor_learner_pong.png", dpi=110)
+    plt.close(fig)
+
+
 def plot(results: dict) -> None:
     """One PNG per task: each algorithm's return curves over its seeds, the target dashed."""
     for task, (env_id, target, _, _, _) in TASKS.items():
@@ -308,6 +386,9 @@ def write_page(data: dict) -> Path:
         sections += lag_section(data["lag"], data["lag_actors"], data["lag_seconds"])
     if "throughput" in data:
         sections += throughput_section(data["throughput"], data["throughput_seconds"])
+    if "pong" in data:
+        sections += pong_section(data["pong"], data["pong_seconds"])
+        plot_pong(data["pong"])
     return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores", ["\n".join(sections)],
                         command="python experiments/actor_learner.py")
 
@@ -323,6 +404,8 @@ def main() -> None:
     parser.add_argument("--lag-seconds-lunarlander", type=float, default=240)
     parser.add_argument("--throughput-seconds", type=float, default=40)
     parser.add_argument("--sf-python", default=os.environ.get("HOGSHARE_SF_PYTHON", "/tmp/sf/bin/python"))
+    parser.add_argument("--pong-algorithms", default="impala,appo")
+    parser.add_argument("--pong-seconds", type=float, default=round(A3C_PONG["hours"] * 3600, -2))
     args = parser.parse_args()
     data = json.loads(JSON.read_text()) if JSON.exists() else {}
     parts = args.parts.split(",")  # --parts none: rewrite the page from the JSON alone
@@ -337,6 +420,9 @@ def main() -> None:
     if "throughput" in parts:
         data["throughput_seconds"] = args.throughput_seconds
         data["throughput"] = throughput(args.throughput_seconds, args.sf_python)
+    if "pong" in parts:
+        data["pong_seconds"] = args.pong_seconds
+        data["pong"] = {**data.get("pong", {}), **pong(args.pong_algorithms.split(","), args.pong_seconds)}
     JSON.write_text(json.dumps(data, indent=1))
     print(write_page(data))
 

@@ -21,7 +21,8 @@ Writes experiments/results/atari.md and atari.png. The speed figures are also
 kept in atari_speed.json, so that a long run's learning curve can be added
 later without measuring again: --learning-run RUN_DIR reads that run's
 TensorBoard events into atari_learning.png (mean return of the last 100
-episodes against hours and env steps), and --skip-speed reuses the JSON.
+episodes against hours and env steps), and --skip-speed reuses the JSON. A rerun without
+--learning-run keeps the learning section atari.md already holds.
 
 Run: python experiments/bench_atari.py [--seconds 90] [--learning-run RUN_DIR] [--skip-speed]
 """
@@ -382,6 +383,16 @@ def learning_section(curve: dict | None) -> list[str]:
             "![mean return of the last 100 episodes](atari_learning.png)"]
 
 
+def kept_learning_section() -> list[str]:
+    """The learning section atari.md already holds (a speed rerun keeps the long run's curve), else the hint."""
+    path = RESULTS / "atari.md"
+    text = path.read_text() if path.exists() else ""
+    heading = text.find("## Learning")
+    if heading < 0 or not (RESULTS / "atari_learning.png").exists():
+        return learning_section(None)
+    return [text[heading:].rstrip("\n")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=90.0, help="training seconds per side (default 90)")
@@ -408,8 +419,9 @@ def main() -> None:
     curve = learning_curve(args.learning_run) if args.learning_run else None
     if curve is not None:
         plot_learning(curve, RESULTS / "atari_learning.png")
+    learning = learning_section(curve) if curve is not None else kept_learning_section()
     path = write_result("atari", "A3C on Atari Pong: hogshare against the PyTorch reference",
-                        speed_sections(speed) + learning_section(curve), command=speed["command"])
+                        speed_sections(speed) + learning, command=speed["command"])
     print(f"wrote {path}")
 
 
