@@ -6,7 +6,8 @@ spaces: an Atari game takes the Pong config's agent (ALE ids), continuous
 (Box) actions `a3c_continuous.yaml`, everything else `a3c.yaml` (image
 observations go through the convolutional body in each);
 the target return is then the one gymnasium registers for ID
-(`spec.reward_threshold`), or none. The configs live in the checkout's
+(`spec.reward_threshold`), or none, and the run directory is named after ID
+(a3c-mountaincar-v0-...). The configs live in the checkout's
 `configs/` (an editable install) or, installed from a wheel, in
 `<prefix>/share/hogshare/configs`.
 """
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from framework.plugin.schema import ConfigError, printable
+from framework.train.config import experiment_name
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -104,8 +106,11 @@ def choose(env_id: str) -> Choice:
         name, kind = CONTINUOUS_DEFAULT, "continuous actions"
     else:
         name, kind = DEFAULT, "discrete actions"
-    overrides = (f"env.id={_quoted(env_id)}", "env.kwargs={}", f"trainer.target_return={_quoted(threshold)}")
-    if _has_image(observation) and yaml.safe_load((directory / name).read_text())["env"].get("normalize_obs"):
+    default = yaml.safe_load((directory / name).read_text())
+    experiment = experiment_name(f"{default['algorithm']['name']}-{env_id}")  # the run directory names env_id
+    overrides = (f"env.id={_quoted(env_id)}", "env.kwargs={}", f"trainer.target_return={_quoted(threshold)}",
+                 f"experiment={_quoted(experiment)}")
+    if _has_image(observation) and default["env"].get("normalize_obs"):
         overrides += ("env.normalize_obs=false",)
     target = "no target return" if threshold is None else f"target return {threshold:g} (gymnasium's)"
     return Choice(directory / name, overrides, f"the default for {kind}, {target}")

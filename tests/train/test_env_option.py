@@ -27,7 +27,8 @@ def test_an_id_with_a_shipped_config_takes_it_as_it_is(env_id, config):
 def test_other_ids_take_the_default_for_their_spaces_and_gymnasiums_target(env_id, config, target):
     choice = shipped_configs.choose(env_id)
     assert choice.path == CONFIGS / config
-    expected = () if target is None else (f'env.id="{env_id}"', "env.kwargs={}", f"trainer.target_return={target}")
+    expected = () if target is None else (f'env.id="{env_id}"', "env.kwargs={}", f"trainer.target_return={target}",
+                                          f'experiment="a3c-{env_id.lower()}"')
     assert choice.overrides == expected
 
 
@@ -35,11 +36,11 @@ def test_image_observations_are_not_normalised_by_the_continuous_default():
     choice = shipped_configs.choose("custom_envs:ImageGoalBox")  # a channels-last image in a Dict, Box actions
     assert choice.path == CONFIGS / "a3c_continuous.yaml"
     assert choice.overrides == ('env.id="custom_envs:ImageGoalBox"', "env.kwargs={}", "trainer.target_return=null",
-                                "env.normalize_obs=false")
+                                'experiment="a3c-custom_envs-imagegoalbox"', "env.normalize_obs=false")
 
 
 def test_an_id_without_a_registered_threshold_trains_without_a_target():
-    assert shipped_configs.choose("Blackjack-v1").overrides[-1] == "trainer.target_return=null"
+    assert "trainer.target_return=null" in shipped_configs.choose("Blackjack-v1").overrides
 
 
 def test_an_unknown_id_is_refused_naming_the_argument():
@@ -52,9 +53,11 @@ def test_train_env_runs_the_picked_config_with_user_overrides(tmp_path):
                    "--set", "logging.progress=false", timeout=180)
     assert done.returncode == 0, done.stderr
     assert "a3c.yaml, the default for discrete actions, target return -110 (gymnasium's)" in done.stderr
-    config = yaml.safe_load((only_run_dir(tmp_path) / "config.yaml").read_text())
+    run_dir = only_run_dir(tmp_path)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert (config["env"]["id"], config["trainer"]["target_return"], config["trainer"]["max_seconds"]) == \
         ("MountainCar-v0", -110.0, 2.0)
+    assert run_dir.name.startswith("a3c-mountaincar-v0-")  # named after the env, not the default config's task
 
 
 def test_env_with_config_sets_env_id(tmp_path):
