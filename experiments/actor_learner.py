@@ -50,8 +50,8 @@ from pathlib import Path
 
 import yaml
 
-from common import (REPO, RESULTS, load, markdown_table, plot_return_curves, return_curve, train_run,
-                    window_events, write_result)
+from common import (REPO, RESULTS, load, markdown_table, plot_pong_curves, plot_return_curves, return_curve,
+                    train_run, window_events, write_result)
 
 CONFIGS = REPO / "configs"
 JSON = RESULTS / "actor_learner.json"
@@ -347,30 +347,17 @@ def pong_section(results: dict, seconds: float) -> list[str]:
 
 def plot_pong(results: dict) -> None:
     """The Pong curves against minutes and against env steps, A3C's figures as points."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(by_time, by_steps) -> None:
+        for algo, r in results.items():
+            minutes, steps, returns = zip(*r["curve"]) if r["curve"] else ((), (), ())
+            by_time.plot([t / 60 for t in minutes], returns, color=COLORS[algo], label=algo.upper())
+            by_steps.plot([n / 1e6 for n in steps], returns, color=COLORS[algo], label=algo.upper())
+        a3c = A3C_PONG
+        by_time.plot([60, a3c["hours"] * 60], [a3c["at_60_min"], a3c["end"]], "o", color=COLORS["a3c"],
+                     label=f"A3C ({a3c['run']})")
+        by_steps.plot([a3c["env_steps"] / 1e6], [a3c["end"]], "o", color=COLORS["a3c"], label="A3C, at its end")
 
-    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for algo, r in results.items():
-        minutes, steps, returns = zip(*r["curve"]) if r["curve"] else ((), (), ())
-        by_time.plot([t / 60 for t in minutes], returns, color=COLORS[algo], label=algo.upper())
-        by_steps.plot([n / 1e6 for n in steps], returns, color=COLORS[algo], label=algo.upper())
-    a3c = A3C_PONG
-    by_time.plot([60, a3c["hours"] * 60], [a3c["at_60_min"], a3c["end"]], "o", color=COLORS["a3c"],
-                 label=f"A3C ({a3c['run']})")
-    by_steps.plot([a3c["env_steps"] / 1e6], [a3c["end"]], "o", color=COLORS["a3c"], label="A3C, at its end")
-    by_time.set_xlabel("minutes")
-    by_steps.set_xlabel("env steps (millions)")
-    by_time.set_ylabel("mean return of the last 100 episodes")
-    for ax in (by_time, by_steps):
-        ax.axhline(-21, color="gray", linestyle=":", linewidth=1)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper left")
-    fig.suptitle("Atari Pong on 2 cores, seed 0")
-    fig.tight_layout()
-    fig.savefig(RESULTS / "actor_learner_pong.png", dpi=110)
-    plt.close(fig)
+    plot_pong_curves(draw, "minutes", "Atari Pong on 2 cores, seed 0", RESULTS / "actor_learner_pong.png")
 
 
 def plot(results: dict) -> None:

@@ -44,8 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (REPO, RESULTS, fmt_ratio, markdown_table, run_baseline, this_command, torch_available,
-                    worker_breakdown, write_result)
+from common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_pong_curves, run_baseline, this_command,
+                    torch_available, worker_breakdown, write_result)
 
 CONFIG = REPO / "configs" / "a3c_pong.yaml"
 BEFORE = "f79e0ba"
@@ -222,23 +222,11 @@ def learning_curve(run_dir: Path) -> dict:
 
 
 def plot_learning(curve: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(by_time, by_steps) -> None:
+        by_time.plot(curve["hours"], curve["returns"], color="tab:blue")
+        by_steps.plot([s / 1e6 for s in curve["steps"]], curve["returns"], color="tab:blue")
 
-    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    by_time.plot(curve["hours"], curve["returns"], color="tab:blue")
-    by_steps.plot([s / 1e6 for s in curve["steps"]], curve["returns"], color="tab:blue")
-    by_time.set_xlabel("hours")
-    by_steps.set_xlabel("env steps (millions)")
-    by_time.set_ylabel("mean return of the last 100 episodes")
-    for ax in (by_time, by_steps):
-        ax.axhline(-21, color="gray", linestyle=":", linewidth=1)
-        ax.grid(alpha=0.3)
-    fig.suptitle(f"A3C on Pong, hogshare ({curve['run']})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plot_pong_curves(draw, "hours", f"A3C on Pong, hogshare ({curve['run']})", path)
 
 
 # ---- the figures ------------------------------------------------------------------------------------------------

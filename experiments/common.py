@@ -202,6 +202,28 @@ def return_curve(run_dir: Path, started_at: float) -> list[tuple[float, float]]:
     return [(e.wall_time - started_at, e.value) for e in window_events(run_dir)]
 
 
+def plot_pong_curves(draw: Callable[[Any, Any], None], time_label: str, title: str, path: Path) -> None:
+    """Two panels sharing Pong's return axis, against wall time and against env steps (millions): `draw(by_time,
+    by_steps)` plots the curves; the -21 floor dotted, a legend where the curves are labelled."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    draw(by_time, by_steps)
+    by_time.set_xlabel(time_label)
+    by_steps.set_xlabel("env steps (millions)")
+    by_time.set_ylabel("mean return of the last 100 episodes")
+    for ax in (by_time, by_steps):
+        ax.axhline(-21, color="gray", linestyle=":", linewidth=1)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_return_curves(series: Sequence[tuple[str, str, Sequence[list[tuple[float, float]]]]], title: str,
                        xlabel: str, path: Path, target: float = 475,
                        extra: Callable[[Any], None] | None = None) -> None:
