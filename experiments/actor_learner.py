@@ -23,13 +23,22 @@ from all parts measured so far:
 - pong (not in the default parts: an hour or more each): configs/impala_pong.yaml
   and configs/appo_pong.yaml, seed 0, for --pong-seconds each (the wall time of
   the A3C Pong run in experiments/results/atari.md), their return curves
-  against time and env steps beside that run's figures (actor_learner_pong.png).
+  against time and env steps beside that run's figures (actor_learner_pong.png);
+- scaling (not in the default parts: made for a machine with many cores, such as
+  the 16 of the GPU machine experiments/gpu_check.sh runs on): IMPALA's env
+  steps/s on CartPole (configs/impala.yaml) with each of --scaling-actors and
+  --scaling-learners, --scaling-seconds each, the mean of its
+  perf/env_steps_per_s past the first --scaling-warmup seconds. Its machine is
+  recorded with it, so it can be measured elsewhere and merged
+  (--merge-scaling FILE takes the scaling part of another actor_learner.json).
 
 usage: python experiments/actor_learner.py [--parts learning,lag,throughput,pong] [--seeds 3] [--first-seed 0]
            [--tasks cartpole,lunarlander]
            [--lag-actors 2,8,16] [--lag-seconds-cartpole 30] [--lag-seconds-lunarlander 240]
            [--throughput-seconds 40] [--sf-python /tmp/sf/bin/python]
            [--pong-algorithms impala,appo] [--pong-seconds 3900]
+           [--scaling-actors 1,2,4,8,16] [--scaling-learners 1,2,3,4] [--scaling-seconds 10] [--scaling-warmup 3]
+           [--merge-scaling PATH]
 """
 from __future__ import annotations
 
@@ -50,8 +59,8 @@ from pathlib import Path
 
 import yaml
 
-from common import (REPO, RESULTS, load, markdown_table, plot_pong_curves, plot_return_curves, return_curve,
-                    train_run, window_events, write_result)
+from common import (REPO, RESULTS, load, machine_line, markdown_table, plot_pong_curves, plot_return_curves,
+                    return_curve, scalar_events, train_run, window_events, write_result)
 
 CONFIGS = REPO / "configs"
 JSON = RESULTS / "actor_learner.json"
@@ -226,6 +235,27 @@ def pong(algorithms: list[str], seconds: float) -> dict:
     return results
 
 
+def scaling(actor_counts: list[int], learner_counts: list[int], seconds: float, warmup: float) -> dict:
+    """IMPALA on CartPole with each count of actors and of learners on this machine's cores: env steps/s (the mean
+    of perf/env_steps_per_s logged past the first `warmup` seconds), updates/s and the policy lag."""
+    runs: dict = {}
+    for learners in learner_counts:
+        for actors in actor_counts:
+            summary, run_dir, _ = _run(CONFIGS / "impala.yaml",
+                                       [f"trainer.workers={actors}", f"algorithm.learners={learners}",
+                                        "trainer.target_return=null", f"trainer.max_seconds={seconds}",
+                                        "logging.log_every_s=1"], seconds + 300)
+            steady = {}
+            for tag in ("perf/env_steps_per_s", "perf/updates_per_s", "perf/policy_lag"):
+                events = scalar_events(run_dir, tag)
+                kept = [e.value for e in events if e.wall_time - events[0].wall_time >= warmup] if events else []
+                steady[tag.split("/")[1]] = statistics.mean(kept) if kept else None
+            runs[f"{actors}/{learners}"] = {**steady, "whole_run_steps_per_s": summary["steps_per_second"]}
+            print("scaling", actors, "actors", learners, "learners", runs[f"{actors}/{learners}"], flush=True)
+    return {"machine": machine_line(), "actors": actor_counts, "learners": learner_counts, "seconds": seconds,
+            "warmup": warmup, "runs": runs}
+
+
 # ---- the page ------------------------------------------------------------------------------------------------
 def _mean_std(values: list[float], digits: int = 1) -> str:
     if not values:
@@ -345,6 +375,31 @@ def pong_section(results: dict, seconds: float) -> list[str]:
             "![Pong return curves](actor_learner_pong.png)", ""]
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def scaling_section(results: dict) -> list[str]:
+    actor_counts, runs = results["actors"], results["runs"]
+    rows = []
+    for learners in results["learners"]:
+        cells = []
+        for actors in actor_counts:
+            r = runs.get(f"{actors}/{learners}")
+            cells.append("-" if r is None or r["env_steps_per_s"] is None else
+                         f"{r['env_steps_per_s']:,.0f} (lag {r['policy_lag']:.1f})")
+        rows.append([_count(learners, "learner"), *cells])
+    best_rate, best = max((r["env_steps_per_s"] or 0, key) for key, r in runs.items())
+    best_actors, best_learners = (int(n) for n in best.split("/"))
+    return ["## Scaling", "",
+            f"IMPALA on CartPole-v1 (configs/impala.yaml: 16 envs per actor, 20-step trajectories, batches of 2) "
+            f"with more actors and Hogwild learners, on {results['machine']}. Each cell: env steps/s, the mean of "
+            f"the run's perf/env_steps_per_s past its first {results['warmup']:g} s of a {results['seconds']:g}-s "
+            f"run, and the mean policy lag in learner updates. Highest: {best_rate:,.0f} env steps/s with "
+            f"{_count(best_actors, 'actor')} and {_count(best_learners, 'learner')}.", "",
+            markdown_table(["", *[_count(n, "actor") for n in actor_counts]], rows), ""]
+
+
 def plot_pong(results: dict) -> None:
     """The Pong curves against minutes and against env steps, A3C's figures as points."""
     def draw(by_time, by_steps) -> None:
@@ -382,6 +437,8 @@ def write_page(data: dict) -> Path:
     if "pong" in data:
         sections += pong_section(data["pong"], data["pong_seconds"])
         plot_pong(data["pong"])
+    if "scaling" in data:
+        sections += scaling_section(data["scaling"])
     return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores", ["\n".join(sections)],
                         command="python experiments/actor_learner.py")
 
@@ -399,6 +456,11 @@ def main() -> None:
     parser.add_argument("--sf-python", default=os.environ.get("HOGSHARE_SF_PYTHON", "/tmp/sf/bin/python"))
     parser.add_argument("--pong-algorithms", default="impala,appo")
     parser.add_argument("--pong-seconds", type=float, default=round(A3C_PONG["hours"] * 3600, -2))
+    parser.add_argument("--scaling-actors", default="1,2,4,8,16")
+    parser.add_argument("--scaling-learners", default="1,2,3,4")
+    parser.add_argument("--scaling-seconds", type=float, default=10)
+    parser.add_argument("--scaling-warmup", type=float, default=3)
+    parser.add_argument("--merge-scaling", type=Path, help="an actor_learner.json whose scaling part to take")
     args = parser.parse_args()
     data = json.loads(JSON.read_text()) if JSON.exists() else {}
     parts = args.parts.split(",")  # --parts none: rewrite the page from the JSON alone
@@ -416,6 +478,12 @@ def main() -> None:
     if "pong" in parts:
         data["pong_seconds"] = args.pong_seconds
         data["pong"] = {**data.get("pong", {}), **pong(args.pong_algorithms.split(","), args.pong_seconds)}
+    if "scaling" in parts:
+        data["scaling"] = scaling([int(n) for n in args.scaling_actors.split(",")],
+                                  [int(n) for n in args.scaling_learners.split(",")], args.scaling_seconds,
+                                  args.scaling_warmup)
+    if args.merge_scaling is not None:
+        data["scaling"] = json.loads(args.merge_scaling.read_text())["scaling"]
     JSON.write_text(json.dumps(data, indent=1))
     print(write_page(data))
 

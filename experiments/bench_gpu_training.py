@@ -11,7 +11,10 @@ workers start or stop, so that CUDA's start-up cost does not count:
 - Hogwild on the MNIST-shaped teacher task (`configs/hogwild_mlp.yaml`:
   784-128-10 MLP, batch 64, per-worker SGD): updates/s and samples/s;
 - the same Hogwild task with a wide MLP (784-1024-1024-10, batch 512), where
-  the device's arithmetic, not per-step overhead, dominates.
+  the device's arithmetic, not per-step overhead, dominates;
+- A3C on Atari Pong (`configs/a3c_pong.yaml`: the A3C paper's convolutional
+  network, 8 games per worker, n-step 5), where the convolutions' forward and
+  backward passes dominate; only where ale-py is installed (the `atari` extra).
 
 Needs a CUDA device with CuPy; without one it says so and exits without
 measuring or writing anything.
@@ -21,6 +24,7 @@ usage: python experiments/bench_gpu_training.py [--seconds 20]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import subprocess
 import sys
@@ -42,7 +46,11 @@ WORKLOADS = {  # name: (config, overrides, what env_steps counts)
     "Hogwild MLP 784-128-10, batch 64": ("hogwild_mlp.yaml", HOGWILD, "samples/s"),
     "Hogwild MLP 784-1024-1024-10, batch 512": (
         "hogwild_mlp.yaml", (*HOGWILD, "model.hidden=[1024,1024]", "algorithm.batch_size=512"), "samples/s"),
+    "A3C Atari Pong, A3C paper's conv net": (
+        "a3c_pong.yaml", ("trainer.target_return=null", "trainer.total_steps=1000000000"), "env steps/s"),
 }
+NEEDS = {"A3C Atari Pong, A3C paper's conv net": "ale_py"}
+"""workload: the module it needs beyond the core dependencies (the workload is left out without it)."""
 
 
 def run_train(config: str, device: str, seconds: float, overrides: tuple[str, ...]) -> tuple[float, float]:
@@ -94,6 +102,9 @@ def main() -> None:
         return
     rows = []
     for name, (config, overrides, unit) in WORKLOADS.items():
+        if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
+            print(f"{name}: left out, {NEEDS[name]} is not installed")
+            continue
         measured = {device: run_train(config, device, args.seconds, overrides) for device in DEVICES}
         (cpu_updates, cpu_items), (gpu_updates, gpu_items) = measured["cpu"], measured["cuda:0"]
         rows.append([name, "updates/s", f"{cpu_updates:,.0f}", f"{gpu_updates:,.0f}",

@@ -188,13 +188,17 @@ def train_run(config: Path, sets: Sequence[str], logdir: Path, timeout: float) -
     return run_dir
 
 
-def window_events(run_dir: Path) -> list[Any]:
-    """The events of episode/return_window_mean (the mean return of the recent window) in a run's event files."""
+def scalar_events(run_dir: Path, tag: str) -> list[Any]:
+    """The events of one scalar tag in a run's event files (none when the run never logged it)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
-    tag = "episode/return_window_mean"
     return acc.Scalars(tag) if tag in acc.Tags()["scalars"] else []
+
+
+def window_events(run_dir: Path) -> list[Any]:
+    """The events of episode/return_window_mean (the mean return of the recent window) in a run's event files."""
+    return scalar_events(run_dir, "episode/return_window_mean")
 
 
 def return_curve(run_dir: Path, started_at: float) -> list[tuple[float, float]]:
