@@ -393,11 +393,13 @@ def scaling_section(results: dict) -> list[str]:
     best_actors, best_learners = (int(n) for n in best.split("/"))
     return ["## Scaling", "",
             f"IMPALA on CartPole-v1 (configs/impala.yaml: 16 envs per actor, 20-step trajectories, batches of 2) "
-            f"with more actors and Hogwild learners, on {results['machine']}. Each cell: env steps/s, the mean of "
+            f"with more actors and Hogwild learners, on {results['machine']}, one run at a time on the CPUs "
+            f"alone. Each cell: env steps/s, the mean of "
             f"the run's perf/env_steps_per_s past its first {results['warmup']:g} s of a {results['seconds']:g}-s "
             f"run, and the mean policy lag in learner updates. Highest: {best_rate:,.0f} env steps/s with "
             f"{_count(best_actors, 'actor')} and {_count(best_learners, 'learner')}.", "",
-            markdown_table(["", *[_count(n, "actor") for n in actor_counts]], rows), ""]
+            markdown_table(["", *[_count(n, "actor") for n in actor_counts]], rows), "",
+            "![IMPALA's env steps/s against actors and learners](actor_learner_scaling.png)", ""]
 
 
 def plot_pong(results: dict) -> None:
@@ -425,6 +427,28 @@ def plot(results: dict) -> None:
                                RESULTS / f"actor_learner_{task}.png", target=target)
 
 
+def plot_scaling(results: dict) -> None:
+    """Env steps/s against the number of actors, one line per number of learners (actor_learner_scaling.png)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for learners in results["learners"]:
+        points = [(a, results["runs"][f"{a}/{learners}"]["env_steps_per_s"]) for a in results["actors"]
+                  if results["runs"].get(f"{a}/{learners}", {}).get("env_steps_per_s") is not None]
+        ax.plot(*zip(*points), marker="o", label=_count(learners, "learner"))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(results["actors"], [str(a) for a in results["actors"]])
+    ax.set_xlabel("actors")
+    ax.set_ylabel("env steps/s")
+    ax.set_title(f"IMPALA on CartPole-v1, {results['machine'].split(':')[1].split(',')[0].strip()}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "actor_learner_scaling.png", dpi=110)
+    plt.close(fig)
+
+
 def write_page(data: dict) -> Path:
     sections = []
     if "learning" in data:
@@ -439,6 +463,7 @@ def write_page(data: dict) -> Path:
         plot_pong(data["pong"])
     if "scaling" in data:
         sections += scaling_section(data["scaling"])
+        plot_scaling(data["scaling"])
     return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores", ["\n".join(sections)],
                         command="python experiments/actor_learner.py")
 
