@@ -33,6 +33,8 @@ from pathlib import Path
 from common import REPO, RESULTS, load, machine_line, markdown_table, train_run, window_events
 
 SB3_PYTHON = os.environ.get("HOGSHARE_SB3_PYTHON", "/tmp/sb3/bin/python")
+RUNS = REPO / "runs" / "zoo"
+"""Where each seed's run directory is kept (one folder per run; runs/ is not tracked)."""
 EVAL_EPISODES = 10
 CURVE_POINTS = 200
 
@@ -57,10 +59,10 @@ TASKS = {t.name: t for t in (
     Task("walker2d", "Walker2d-v5", "Walker2d-v3", "a3c_walker2d.yaml", 1_000_000, None, 3479, 3, "mujoco"),
     Task("bipedalwalker", "BipedalWalker-v3", "BipedalWalker-v3", "a3c_bipedalwalker.yaml", 5_000_000, 300, 213, 3,
          "Box2D"),
-    Task("pong", "hogshare/Atari-v0 (pong)", "PongNoFrameskip-v4", "a3c_pong.yaml", 10_000_000, 17.3, 21.0, 1,
+    Task("pong", "hogshare/Atari-v0 (pong)", "PongNoFrameskip-v4", "impala_pong.yaml", 10_000_000, 17.3, 21.0, 1,
          "ale_py", atari=True),
-    Task("breakout", "hogshare/Atari-v0 (breakout)", "BreakoutNoFrameskip-v4", "a3c_breakout.yaml", 10_000_000, 280,
-         398, 1, "ale_py", atari=True),
+    Task("breakout", "hogshare/Atari-v0 (breakout)", "BreakoutNoFrameskip-v4", "impala_breakout.yaml", 10_000_000,
+         280, 398, 1, "ale_py", atari=True),
 )}
 EXTRAS = {"mujoco": "mujoco", "Box2D": "box2d", "ale_py": "atari"}
 TRIED = {
@@ -109,13 +111,15 @@ def curve(run_dir: Path) -> list[tuple[int, float]]:
 
 
 def run_seed(task: Task, seed: int, max_seconds: float, overrides: list[str]) -> dict:
-    with tempfile.TemporaryDirectory() as logdir:
-        run_dir = train(task, seed, Path(logdir), max_seconds, overrides)
-        summary = json.loads((run_dir / "summary.json").read_text())
-        score, how = evaluation(task, run_dir, summary)
-        result = {"seed": seed, "score": score, "scored_by": how, "env_steps": summary["env_steps"],
-                  "wall_seconds": summary["wall_seconds"], "steps_per_second": summary["steps_per_second"],
-                  "stop_reason": summary["stop_reason"], "curve": curve(run_dir)}
+    """One seed trained and scored; its run directory stays under RUNS (TensorBoard: tensorboard --logdir runs/zoo)."""
+    RUNS.mkdir(parents=True, exist_ok=True)
+    run_dir = train(task, seed, Path(tempfile.mkdtemp(prefix=f"{task.name}-seed{seed}-", dir=RUNS)), max_seconds,
+                    overrides)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    score, how = evaluation(task, run_dir, summary)
+    result = {"seed": seed, "score": score, "scored_by": how, "env_steps": summary["env_steps"],
+              "wall_seconds": summary["wall_seconds"], "steps_per_second": summary["steps_per_second"],
+              "stop_reason": summary["stop_reason"], "curve": curve(run_dir), "run": str(run_dir.relative_to(REPO))}
     print(f"{task.name} seed {seed}: {score:.1f} ({how}) after {result['env_steps']:,} env steps in "
           f"{result['wall_seconds']:.0f} s ({result['steps_per_second']:,.0f}/s, {result['stop_reason']})", flush=True)
     return result

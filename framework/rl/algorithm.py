@@ -43,6 +43,8 @@ SECTIONS: dict[str, Any] = {
         "clip_obs": Field("float", 10.0, low=0.0, low_open=True),
         "normalize_reward": Field("bool", False),
         "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
+        "sign_reward": Field("bool", False),
+        "life_loss_done": Field("bool", False),
     },
     "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
               "orthogonal_init": Field("bool", False),

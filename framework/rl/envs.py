@@ -40,6 +40,14 @@ Observations and actions are read as rl.spaces says: uint8 images (C, H, W)
 stay uint8 (the model reads them as [0, 1]); other observations are float32. With a `Normalization` (rl.normalization), the batch
 gives normalised observations and scaled rewards, as VecNormalize does, and
 reports episode returns in the environment's own units.
+
+Two learning signals of the Atari literature change what the learner sees and
+nothing else (episodes, returns and evaluation stay the game's):
+`sign_rewards` gives the sign of each reward (-1, 0, 1), as the DQN, A3C and
+IMPALA papers clip Atari's; `life_loss_done` marks the step that lost a life
+(an env whose info reports `lives`, as ALE's do) in `BatchStep.life_lost`, which
+a rollout treats as the end of an episode, as Stable-Baselines3's AtariWrapper
+does, while the game goes on.
 """
 from __future__ import annotations
 
@@ -281,6 +289,7 @@ class BatchStep:
     episode_index: list[int]   # envs whose episode ended, in order
     episode_returns: list[float]
     episode_lengths: list[int]
+    life_lost: np.ndarray      # (n,) bool: lost a life without ending the episode (with life_loss_done only)
 
 
 class _LoopEnvs:
@@ -288,6 +297,8 @@ class _LoopEnvs:
 
     def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int, render: bool = False):
         self.env_id, self.rank = env_id, rank
+        self.lives: np.ndarray | None = None
+        """Set to an (n,) int array to have step() keep each env's info["lives"] there (-1 where absent)."""
         with warnings.catch_warnings():
             if render:  # gymnasium's warning for an env without rgb_array: NoFrames says it, in one line
                 kwargs = {**(kwargs or {}), "render_mode": "rgb_array"}
@@ -340,9 +351,11 @@ class _LoopEnvs:
         truncated = np.zeros(n, dtype=bool)
         for i, env in enumerate(self.envs):
             try:
-                observation, rewards[i], terminated[i], truncated[i], _ = env.step(actions[i])
+                observation, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
             except Exception as exc:
                 raise self._error(i, "step", exc) from exc
+            if self.lives is not None:
+                self.lives[i] = info.get("lives", -1)
             self._render(i)
             if terminated[i] or truncated[i]:
                 final[i] = observation
@@ -360,6 +373,8 @@ class _VectorEnvs:
 
     def __init__(self, vector_env: gym.vector.VectorEnv, env_id: str, rank: int):
         self.vector_env, self.env_id, self.rank = vector_env, env_id, rank
+        self.lives: np.ndarray | None = None
+        """As _LoopEnvs.lives, from the vector env's info["lives"]."""
         self.observation_space = vector_env.single_observation_space
         self.action_space = vector_env.single_action_space
 
@@ -417,6 +432,8 @@ class _VectorEnvs:
             observations, rewards, terminated, truncated, info = self.vector_env.step(actions)
         except Exception as exc:
             raise self._error("step", exc) from exc
+        if self.lives is not None:
+            self.lives[...] = info.get("lives", -1)
         done = terminated | truncated
         return observations, np.asarray(rewards, dtype=np.float64), terminated, truncated, \
             info["final_obs"] if done.any() else None
@@ -432,12 +449,15 @@ class EnvBatch:
     rl.spaces.ActionHead), given to the envs offset by the space's start or clipped to a Box's bounds.
     With `normalization`, observations and rewards are normalised (see the module docstring).
     With render, `frames` holds each env's latest screen (see the module docstring). With vectorize false the
-    envs are a loop even where a vector env would serve.
+    envs are a loop even where a vector env would serve. `sign_rewards` and `life_loss_done` change the
+    learning signal (see the module docstring).
     """
 
     def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0,
-                 normalization: Normalization | None = None, render: bool = False, vectorize: bool = True):
+                 normalization: Normalization | None = None, render: bool = False, vectorize: bool = True,
+                 sign_rewards: bool = False, life_loss_done: bool = False):
         self.env_id, self.rank, self.normalization = env_id, rank, normalization
+        self.sign_rewards = sign_rewards
         if render:  # offscreen: pygame's SDL then opens no window and looks for no display
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         vector = _VectorEnvs.build(env_id, kwargs, n, rank) if vectorize and not render else None
@@ -456,6 +476,11 @@ class EnvBatch:
         self.obs = np.zeros((n, *self.obs_shape), dtype=dtype)
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
+        self._life_lost = np.zeros(n, dtype=bool)
+        self._last_lives: np.ndarray | None = None
+        if life_loss_done:  # -1: not known yet (after a reset the next step's info tells)
+            self._envs.lives = np.full(n, -1, dtype=np.int64)
+            self._last_lives = self._envs.lives.copy()
         self.obs[...] = self._observe(self._envs.reset(seed))
 
     def __len__(self) -> int:
@@ -492,11 +517,28 @@ class EnvBatch:
         self._lengths[ended] = 0
         truncated_index = np.flatnonzero(truncated)
         self.obs[...] = self._observe(observations)
+        if self._last_lives is not None:
+            self._lives_lost(ended)
+        if self.sign_rewards:
+            rewards = np.sign(rewards)
         if self.normalization is not None:
             rewards = self.normalization.rewards(rewards, terminated | truncated)
         return BatchStep(rewards.astype(np.float32), terminated, truncated, truncated_index,
                          self._observe([final[i] for i in truncated_index], update=False), ended.tolist(),
-                         episode_returns, episode_lengths)
+                         episode_returns, episode_lengths, self._life_lost.copy())
+
+    def _lives_lost(self, ended: np.ndarray) -> None:
+        """Mark in _life_lost the envs that lost a life in this step without ending their episode."""
+        lives, last = self._envs.lives, self._last_lives
+        assert lives is not None and last is not None
+        if (lives < 0).all():
+            raise EnvError(f"environment {self.env_id} (worker {self.rank}) reports no 'lives' in its step info, "
+                           f"which env.life_loss_done needs (ALE games report it); allowed: life_loss_done: false "
+                           f"for this environment")
+        np.logical_and(last >= 0, lives < last, out=self._life_lost)
+        self._life_lost[ended] = False
+        last[...] = lives
+        last[ended] = -1
 
     def close(self) -> None:
         """Merge the steps' pending normalisation statistics, then close every env."""

@@ -112,7 +112,8 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
         n = cfg["env"]["envs_per_worker"]
         self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], n, seed=ctx.seed % (2**31), rank=ctx.rank,
                              normalization=Normalization.for_model(ctx.model, cfg, n, update=True),
-                             vectorize=cfg["env"]["vectorize"])
+                             vectorize=cfg["env"]["vectorize"], sign_rewards=cfg["env"]["sign_reward"],
+                             life_loss_done=cfg["env"]["life_loss_done"])
         super().__init__(local, ctx, self.envs.action_head)
         T, E = self.algo_cfg["n_steps"], len(self.envs)
         self.T, self.E = T, E
@@ -166,7 +167,7 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
                 self.actions[t] = actions
                 out = self.envs.step(actions)
                 self.rewards[t] = out.rewards
-                done = out.terminated | out.truncated
+                done = out.terminated | out.truncated | out.life_lost  # the end of an episode, for learning
                 self.dones[t] = done
                 if out.truncated_index.size:  # a time limit is not a real end: bootstrap from V(last obs)
                     rows = to_device(out.truncated_index, self.device)

@@ -161,6 +161,45 @@ def test_uint8_images_stay_uint8():
     assert out.truncated.all() and out.truncated_obs.dtype == np.uint8 and out.truncated_obs.shape == (2, 2, 24, 24)
 
 
+def test_sign_rewards_and_life_loss_change_what_the_learner_sees_not_the_episodes():
+    plain = EnvBatch("custom_envs:Lives", {"lives": 3, "life_steps": 2, "reward": 4.0}, n=2, seed=0)
+    atari_style = EnvBatch("custom_envs:Lives", {"lives": 3, "life_steps": 2, "reward": 4.0}, n=2, seed=0,
+                           sign_rewards=True, life_loss_done=True)
+    for step in range(1, 13):  # two whole games of 6 steps
+        seen, out = plain.step(np.zeros(2, np.int64)), atari_style.step(np.zeros(2, np.int64))
+        assert seen.rewards.tolist() == [4.0, 4.0] and out.rewards.tolist() == [1.0, 1.0]
+        assert not seen.life_lost.any()
+        assert out.life_lost.tolist() == [step % 6 in (2, 4)] * 2, step  # the game's end is an episode's end
+        assert out.terminated.tolist() == seen.terminated.tolist() == [step % 6 == 0] * 2
+        assert out.episode_returns == seen.episode_returns == ([24.0, 24.0] if step % 6 == 0 else [])
+
+
+def test_life_loss_done_is_refused_for_an_env_without_lives():
+    batch = EnvBatch("CartPole-v1", {}, n=2, seed=0, life_loss_done=True)
+    with pytest.raises(EnvError, match=r"no 'lives'.*life_loss_done: false"):
+        batch.step(np.zeros(2, np.int64))
+
+
+@ATARI
+@pytest.mark.parametrize("vectorize", [True, False])
+def test_a_lost_life_in_breakout_is_a_learning_episode_end(vectorize):
+    batch = EnvBatch("ALE/Breakout-v5", {"repeat_action_probability": 0.0}, 2, seed=0, vectorize=vectorize,
+                     life_loss_done=True)
+    rng = np.random.default_rng(0)
+    try:
+        assert batch.vectorized == vectorize
+        lost = 0
+        for _ in range(2000):
+            out = batch.step(rng.integers(0, 4, 2))
+            assert not (out.life_lost & out.terminated).any()
+            lost += int(out.life_lost.sum())
+            if out.terminated.any():
+                break
+        assert out.terminated.any() and lost >= 4, "a game of Breakout is 5 lives"
+    finally:
+        batch.close()
+
+
 @ATARI
 def test_atari_runs_as_one_vector_env_of_uint8_frames():
     batch = EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5", "repeat_action_probability": 0.0}, 3, seed=0)

@@ -67,6 +67,27 @@ def not_an_env() -> int:
 gym.register("MoveToGoal-v0", entry_point=MoveToGoal)
 
 
+class Lives(gym.Env):
+    """A game of `lives` lives that each last `life_steps` steps, paying `reward` a step and reporting info["lives"]
+    as ALE's games do; it ends when the last life is lost."""
+
+    def __init__(self, lives: int = 3, life_steps: int = 2, reward: float = 4.0):
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.start_lives, self.life_steps, self.reward = lives, life_steps, reward
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.lives, self.steps = self.start_lives, 0
+        return np.zeros(1, np.float32), {"lives": self.lives}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.steps += 1
+        if self.steps % self.life_steps == 0:
+            self.lives -= 1
+        return np.zeros(1, np.float32), self.reward, self.lives == 0, False, {"lives": self.lives}
+
+
 class DictGoal(MoveToGoal):
     """MoveToGoal observed as a Dict (position, and a Discrete side), acting with MultiDiscrete([2, 3])."""
 

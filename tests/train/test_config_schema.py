@@ -16,7 +16,8 @@ def test_defaults_hold_every_design_key():
     config = default_config()
     assert config["experiment"] == "a3c-cartpole-v1" and config["seed"] == 0  # named after its env
     assert config["env"] == {"id": "CartPole-v1", "kwargs": {}, "envs_per_worker": 4, "vectorize": True,
-                             "normalize_obs": False, "clip_obs": 10.0, "normalize_reward": False, "clip_reward": 10.0}
+                             "normalize_obs": False, "clip_obs": 10.0, "normalize_reward": False, "clip_reward": 10.0,
+                             "sign_reward": False, "life_loss_done": False}
     assert config["model"] == {"hidden": [128], "activation": "relu", "lstm": False, "shared_body": True,
                                "orthogonal_init": False, "log_std_init": 0.0, "factory": None, "kwargs": {}}
     algo = config["algorithm"]

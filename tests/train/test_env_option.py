@@ -6,18 +6,33 @@ import yaml
 
 from framework.train import shipped_configs
 from framework.plugin.schema import ConfigError
+from extras import ATARI
 from train_cli import CONFIGS, only_run_dir, run_cli
 
 
 @pytest.mark.parametrize("env_id, config", [("Acrobot-v1", "a3c_acrobot.yaml"), ("CartPole-v1", "a3c.yaml"),
                                             ("LunarLander-v3", "a3c_lunarlander.yaml"),
-                                            ("ALE/Pong-v5", "a3c_pong.yaml"), ("ALE/Breakout-v5", "a3c_breakout.yaml"),
+                                            ("ALE/Pong-v5", "impala_pong.yaml"),
+                                            ("ALE/Breakout-v5", "impala_breakout.yaml"),
                                             ("HalfCheetah-v5", "a3c_halfcheetah.yaml"), ("Hopper-v5", "a3c_hopper.yaml"),
                                             ("Walker2d-v5", "a3c_walker2d.yaml"),
                                             ("BipedalWalker-v3", "a3c_bipedalwalker.yaml")])
 def test_an_id_with_a_shipped_config_takes_it_as_it_is(env_id, config):
     choice = shipped_configs.choose(env_id)
     assert (choice.path, choice.overrides) == (CONFIGS / config, ())
+
+
+def test_the_preferred_configs_are_made_for_their_ids():
+    for env_id, name in shipped_configs.PREFERRED.items():
+        raw = yaml.safe_load((CONFIGS / name).read_text())
+        assert raw["env"]["kwargs"]["game"] == env_id, name
+
+
+@ATARI
+def test_another_ale_game_takes_impalas_pong_config_with_its_id():
+    choice = shipped_configs.choose("ALE/SpaceInvaders-v5")
+    assert choice.path == CONFIGS / "impala_pong.yaml"
+    assert choice.overrides[:2] == ('env.id="ALE/SpaceInvaders-v5"', "env.kwargs={}")
 
 
 @pytest.mark.parametrize("env_id, config, target", [("MountainCar-v0", "a3c.yaml", "-110.0"),

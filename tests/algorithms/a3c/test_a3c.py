@@ -259,6 +259,14 @@ def test_truncation_bootstraps_from_the_last_observation():
     assert np.all(worker.rewards[2] != 1.0)  # 1 + gamma * V(last observation)
 
 
+def test_a_lost_life_ends_the_learners_episode_and_rewards_are_signs():
+    worker, _, _ = _worker(env={"id": "custom_envs:Lives", "kwargs": {"lives": 3, "life_steps": 2, "reward": 4.0},
+                                "sign_reward": True, "life_loss_done": True}, algorithm={"n_steps": 6})
+    worker.rollout()
+    np.testing.assert_array_equal(worker.dones, np.array([[0, 1, 0, 1, 0, 1]] * 3).T)
+    np.testing.assert_array_equal(worker.rewards, 1.0)
+
+
 def test_non_finite_update_is_not_applied():
     worker, model, stats = _worker(env={"id": "fault_envs:NonFiniteCartPole-v0"})
     before = model.arena.data.copy()

@@ -26,7 +26,8 @@ def test_the_new_configs_are_shipped():
     names = {p.name for p in SHIPPED}
     assert {"hogwild_mlp.yaml", "hogwild_svm.yaml", "a3c_acrobot.yaml", "a3c_lunarlander.yaml",
             "a3c_pendulum.yaml", "a3c_pong.yaml", "a3c_breakout.yaml", "a3c_halfcheetah.yaml", "a3c_hopper.yaml",
-            "a3c_walker2d.yaml", "a3c_bipedalwalker.yaml", "impala_pong.yaml", "appo_pong.yaml"} <= names
+            "a3c_walker2d.yaml", "a3c_bipedalwalker.yaml", "impala_pong.yaml", "appo_pong.yaml",
+            "impala_breakout.yaml"} <= names
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
