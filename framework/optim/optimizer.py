@@ -68,6 +68,9 @@ class Optimizer:
             self.add_param_group(group)
 
     # ---- subclass interface ---------------------------------------------------------------------
+    initial_state: Dict[str, float] = {}
+    """The value a state array starts at, where it is not 0."""
+
     def state_keys(self, group: Dict[str, Any]) -> Tuple[str, ...]:
         """Names of the element-wise state arrays the group needs (besides the step counts)."""
         raise NotImplementedError
@@ -119,7 +122,8 @@ class Optimizer:
         xp = array_module(params[0]._data)
         dtype = np.result_type(*[p._data.dtype for p in params])
         with on_device(device_of(params[0]._data)):  # the state lives with the parameters
-            flat: Flat = {key: xp.zeros((total,), dtype) for key in self.state_keys(group)}
+            flat: Flat = {key: xp.full((total,), self.initial_state.get(key, 0.0), dtype)
+                          for key in self.state_keys(group)}
             flat["step"] = xp.zeros((len(params),), np.float32)
         return flat
 

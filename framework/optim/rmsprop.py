@@ -1,4 +1,5 @@
-"""RMSprop (Hinton's lecture 6e) with torch's options, plus the eps-inside-sqrt form of the A3C paper."""
+"""RMSprop (Hinton's lecture 6e) with torch's options, plus the eps-inside-sqrt form of the A3C paper, and
+TensorFlow's (RMSpropTFLike) whose running average starts at 1."""
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Tuple
@@ -75,3 +76,21 @@ class RMSprop(Optimizer):
         else:
             scratch *= lr
         param -= scratch
+
+
+class RMSpropTFLike(RMSprop):
+    """RMSprop as TensorFlow computes it (Stable-Baselines3's RMSpropTFLike): eps inside the square root and the
+    running average of g^2 starting at 1 instead of 0.
+
+    From 0, the first steps are lr / sqrt(1 - alpha^t) in size whatever the gradient (10 x lr at the first with
+    alpha 0.99), which on Atari can push every unit of a convolution below zero for good; from 1 they start
+    at lr * g. With `momentum` the buffer is torch's (b = momentum b + g / denom; step lr * b).
+    """
+
+    initial_state = {"square_avg": 1.0}
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 maximize: bool = False) -> None:
+        super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                         centered=centered, maximize=maximize, eps_inside_sqrt=True)

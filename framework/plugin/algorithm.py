@@ -244,15 +244,16 @@ class Algorithm(abc.ABC):
 
 
 def build_optimizer(model: nn.Module, section: Mapping[str, Any]) -> Any:
-    """optim.Adam / RMSprop / SGD over model.parameters() from an `optimizer` config section."""
+    """optim.Adam / RMSprop / RMSpropTFLike / SGD over model.parameters() from an `optimizer` config section."""
     params = list(model.parameters())
     name = section["name"]
     if name == "adam":
         return optim.Adam(params, lr=section["lr"], betas=tuple(section["betas"]), eps=section["eps"],
                           weight_decay=section["weight_decay"])
-    if name == "rmsprop":
-        return optim.RMSprop(params, lr=section["lr"], alpha=section["alpha"], eps=section["eps"],
-                             momentum=section["momentum"], weight_decay=section["weight_decay"])
+    if name in ("rmsprop", "rmsprop_tf_like"):
+        kind = optim.RMSprop if name == "rmsprop" else optim.RMSpropTFLike
+        return kind(params, lr=section["lr"], alpha=section["alpha"], eps=section["eps"],
+                    momentum=section["momentum"], weight_decay=section["weight_decay"])
     return optim.SGD(params, lr=section["lr"], momentum=section["momentum"], weight_decay=section["weight_decay"])
 
 

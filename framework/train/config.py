@@ -75,7 +75,7 @@ CORE_SCHEMA: dict[str, Any] = {
     "experiment": Field("str", "run", check=_check_name),
     "seed": Field("int", 0, low=0, high=2**31 - 1),
     "optimizer": {
-        "name": Field("str", "adam", choices=("adam", "rmsprop", "sgd")),
+        "name": Field("str", "adam", choices=("adam", "rmsprop", "rmsprop_tf_like", "sgd")),
         "lr": Field("float", 0.001, low=0.0, low_open=True),
         "betas": Field("float_list", [0.9, 0.999], low=0.0, high=1.0,
                        check=lambda v: None if len(v) == 2 and max(v) < 1.0 else "two numbers in [0, 1)"),

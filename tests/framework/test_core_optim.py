@@ -56,6 +56,12 @@ def ref_rmsprop(p, g, s, t, lr, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum
     return p - lr * g / denom
 
 
+def ref_rmsprop_tf(p, g, s, t, lr, **options):
+    """TensorFlow's RMSprop: the running average of g^2 starts at 1 and eps is inside the square root."""
+    s.setdefault("sq", 1.0)
+    return ref_rmsprop(p, g, s, t, lr, eps_inside_sqrt=True, **options)
+
+
 CASES = [
     (optim.SGD, ref_sgd, dict(lr=0.1)),
     (optim.SGD, ref_sgd, dict(lr=0.1, momentum=0.9, dampening=0.2, weight_decay=0.01)),
@@ -67,6 +73,8 @@ CASES = [
     (optim.RMSprop, ref_rmsprop, dict(lr=0.01, alpha=0.9, centered=True, momentum=0.5, weight_decay=0.05)),
     (optim.RMSprop, ref_rmsprop, dict(lr=0.007, alpha=0.99, eps=0.1, eps_inside_sqrt=True)),
     (optim.RMSprop, ref_rmsprop, dict(lr=0.007, centered=True, eps=0.1, eps_inside_sqrt=True, maximize=True)),
+    (optim.RMSpropTFLike, ref_rmsprop_tf, dict(lr=0.01)),
+    (optim.RMSpropTFLike, ref_rmsprop_tf, dict(lr=0.007, alpha=0.9, eps=1e-5, centered=True, momentum=0.5)),
 ]
 
 
@@ -97,6 +105,23 @@ def test_update_rules(cls, ref, options, pack):
         for p, e in zip(params, expected):
             np.testing.assert_allclose(p.detach().numpy(), e, rtol=1e-10, atol=1e-12)
     assert all(float(opt.state[p]["step"]) == 5 for p in params)
+
+
+def test_rmsprop_tf_like_starts_its_average_at_one_in_shared_memory_and_steps_gently():
+    """The first step is about lr * g, where torch's RMSprop moves every parameter by about 10 * lr."""
+    moved = {}
+    for cls in (optim.RMSpropTFLike, optim.RMSprop):
+        net = make_net(True)
+        opt = cls(net.parameters(), lr=0.01).share_memory()
+        before = net.arena.data.copy()
+        for p in net.parameters():
+            p.grad = F.full(p.shape, 1e-3, dtype=F.float64)
+        if cls is optim.RMSpropTFLike:
+            assert all(np.all(opt.state[p]["square_avg"] == 1.0) for p in net.parameters())
+        opt.step()
+        moved[cls] = np.abs(net.arena.data - before).max()
+    assert moved[optim.RMSpropTFLike] == pytest.approx(0.01 * 1e-3 / np.sqrt(0.99 + 0.01 * 1e-6 + 1e-8))
+    assert moved[optim.RMSprop] == pytest.approx(0.01 * 10, rel=1e-3)
 
 
 def test_fused_path_is_used_for_an_arena_and_matches_a_backward_pass():

@@ -319,5 +319,6 @@ def test_learning_rate_schedule_and_optimizers():
     assert learning_rate(linear, 500, 1000) == pytest.approx(0.55)
     assert learning_rate(linear, 5000, 1000) == pytest.approx(0.1)
     model = ActorCritic(4, [8], "relu", False, 2, False)
-    for name, cls in (("adam", optim.Adam), ("rmsprop", optim.RMSprop), ("sgd", optim.SGD)):
-        assert isinstance(build_optimizer(model, {**section, "name": name}), cls)
+    for name, cls in (("adam", optim.Adam), ("rmsprop", optim.RMSprop), ("rmsprop_tf_like", optim.RMSpropTFLike),
+                      ("sgd", optim.SGD)):
+        assert type(build_optimizer(model, {**section, "name": name})) is cls
