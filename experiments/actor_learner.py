@@ -464,7 +464,7 @@ def write_page(data: dict) -> Path:
     if "scaling" in data:
         sections += scaling_section(data["scaling"])
         plot_scaling(data["scaling"])
-    return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores", ["\n".join(sections)],
+    return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores, and IMPALA on 16", ["\n".join(sections)],
                         command="python experiments/actor_learner.py")
 
 
