@@ -60,7 +60,7 @@ from pathlib import Path
 import yaml
 
 from common import (REPO, RESULTS, load, machine_line, markdown_table, plot_pong_curves, plot_return_curves,
-                    return_curve, scalar_events, train_run, window_events, write_result)
+                    return_curve, steady_mean, train_run, window_events, write_result)
 
 CONFIGS = REPO / "configs"
 JSON = RESULTS / "actor_learner.json"
@@ -245,11 +245,8 @@ def scaling(actor_counts: list[int], learner_counts: list[int], seconds: float, 
                                        [f"trainer.workers={actors}", f"algorithm.learners={learners}",
                                         "trainer.target_return=null", f"trainer.max_seconds={seconds}",
                                         "logging.log_every_s=1"], seconds + 300)
-            steady = {}
-            for tag in ("perf/env_steps_per_s", "perf/updates_per_s", "perf/policy_lag"):
-                events = scalar_events(run_dir, tag)
-                kept = [e.value for e in events if e.wall_time - events[0].wall_time >= warmup] if events else []
-                steady[tag.split("/")[1]] = statistics.mean(kept) if kept else None
+            steady = {tag.split("/")[1]: steady_mean(run_dir, tag, warmup)
+                      for tag in ("perf/env_steps_per_s", "perf/updates_per_s", "perf/policy_lag")}
             runs[f"{actors}/{learners}"] = {**steady, "whole_run_steps_per_s": summary["steps_per_second"]}
             print("scaling", actors, "actors", learners, "learners", runs[f"{actors}/{learners}"], flush=True)
     return {"machine": machine_line(), "actors": actor_counts, "learners": learner_counts, "seconds": seconds,

@@ -196,6 +196,13 @@ def scalar_events(run_dir: Path, tag: str) -> list[Any]:
     return acc.Scalars(tag) if tag in acc.Tags()["scalars"] else []
 
 
+def steady_mean(run_dir: Path, tag: str, warmup: float) -> float | None:
+    """The mean of a run's scalar `tag` logged past its first `warmup` seconds of logging (None if nothing was)."""
+    events = scalar_events(run_dir, tag)
+    kept = [e.value for e in events if e.wall_time - events[0].wall_time >= warmup] if events else []
+    return sum(kept) / len(kept) if kept else None
+
+
 def window_events(run_dir: Path) -> list[Any]:
     """The events of episode/return_window_mean (the mean return of the recent window) in a run's event files."""
     return scalar_events(run_dir, "episode/return_window_mean")

@@ -8,13 +8,15 @@ experiments/results/zoo.json, one entry per task, so rows can be measured on dif
 zoo_<task>.png (mean return of the last 100 episodes against env steps, rl-zoo's final A2C and PPO figures as
 lines) are rewritten from every row measured so far.
 
---sb3-seconds S also runs Stable-Baselines3's A2C with rl-zoo's hyperparameters on the task for S seconds
-(in the interpreter HOGSHARE_SB3_PYTHON names, default /tmp/sb3/bin/python: a venv with
-`stable-baselines3[extra] rl_zoo3 gymnasium[mujoco,box2d]`, see ../shared/baselines/README.md) and records its env
-steps/s: the other side of the speed column. Run each side alone: the figures are the machine's.
+--speed-seconds S times both sides of the speed column, one after the other, each alone on the machine for S
+seconds: the task's config (its steady env steps/s, logged past its first SPEED_WARMUP_S seconds) and
+Stable-Baselines3's A2C with rl-zoo's hyperparameters (in the interpreter HOGSHARE_SB3_PYTHON names, default
+/tmp/sb3/bin/python: a venv with `stable-baselines3[extra] rl_zoo3 gymnasium[mujoco,box2d]`, see
+../shared/baselines/README.md). The learning runs' own rate is shown beside it: it counts whatever else the
+machine ran meanwhile. --speed-only times a measured row without training it again.
 
 usage: python experiments/zoo.py --task halfcheetah [--seeds 3] [--first-seed 0] [--max-seconds S]
-           [--sb3-seconds 120 [--sb3-only]] [--set KEY=VALUE ...]
+           [--speed-seconds 60 [--speed-only]] [--set KEY=VALUE ...]
        python experiments/zoo.py --write     (only rewrite zoo.md and the plots from zoo.json)
 """
 from __future__ import annotations
@@ -30,12 +32,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, RESULTS, load, machine_line, markdown_table, train_run, window_events
+from common import REPO, RESULTS, load, machine_line, markdown_table, steady_mean, train_run, window_events
 
 SB3_PYTHON = os.environ.get("HOGSHARE_SB3_PYTHON", "/tmp/sb3/bin/python")
 RUNS = REPO / "runs" / "zoo"
 """Where each seed's run directory is kept (one folder per run; runs/ is not tracked)."""
 EVAL_EPISODES = 10
+SPEED_WARMUP_S = 10.0
 CURVE_POINTS = 200
 
 
@@ -137,10 +140,20 @@ def run_seed(task: Task, seed: int, max_seconds: float, overrides: list[str]) ->
     return result
 
 
+def alone_speed(task: Task, seconds: float, overrides: list[str]) -> dict:
+    """The task's config trained alone for `seconds`: its steady env steps/s."""
+    with tempfile.TemporaryDirectory() as logdir:
+        sets = [f"trainer.total_steps={task.budget}", f"trainer.max_seconds={seconds:g}", "trainer.target_return=null",
+                "logging.progress=false", "logging.log_every_s=1", *overrides]
+        run_dir = train_run(REPO / "configs" / task.config, sets, Path(logdir), seconds + 600)
+        rate = steady_mean(run_dir, "perf/env_steps_per_s", SPEED_WARMUP_S)
+    return {"seconds": seconds, "steps_per_second": rate, "load": load()}
+
+
 def sb3_speed(task: Task, seconds: float) -> dict:
     """Stable-Baselines3 A2C (rl-zoo's hyperparameters) on the task for `seconds`: its env steps/s."""
     if not Path(SB3_PYTHON).exists():
-        raise SystemExit(f"--sb3-seconds: no interpreter at {SB3_PYTHON}; set HOGSHARE_SB3_PYTHON to a venv with "
+        raise SystemExit(f"--speed-seconds: no interpreter at {SB3_PYTHON}; set HOGSHARE_SB3_PYTHON to a venv with "
                          f"stable-baselines3[extra] and rl_zoo3")
     done = subprocess.run([SB3_PYTHON, str(SB3_PROGRAM), task.zoo_env if task.atari else task.env_id,
                            str(seconds)], capture_output=True, text=True, timeout=seconds + 600)
@@ -168,11 +181,12 @@ def row(task: Task, entry: dict) -> list[str]:
     runs = entry["runs"]
     scores = [r["score"] for r in runs]
     digits = 1 if task.atari else 0
-    sb3 = entry.get("sb3")
+    sb3, alone = entry.get("sb3"), entry.get("alone")
     return [task.zoo_env, f"`{entry['config']}`" + (f" + {', '.join(entry['overrides'])}" if entry["overrides"] else ""),
             f"{task.budget / 1e6:g} M", str(len(runs)), mean_std(scores, digits),
             "-" if task.a2c is None else f"{task.a2c:g}", f"{task.ppo:g}", verdict(task, scores),
             mean_std([r["wall_seconds"] / 60 for r in runs], 1) + " min",
+            "-" if alone is None else f"{alone['steps_per_second']:,.0f}",
             f"{statistics.mean(r['steps_per_second'] for r in runs):,.0f}",
             "-" if sb3 is None else f"{sb3['steps_per_second']:,.0f}"]
 
@@ -204,8 +218,8 @@ def write(results: dict) -> Path:
     for task, entry in measured:
         plot(task, entry, RESULTS / f"zoo_{task.name}.png")
     table = markdown_table(["task (rl-zoo's id)", "hogshare config", "budget", "seeds", "hogshare return",
-                            "rl-zoo A2C", "rl-zoo PPO", "against rl-zoo", "wall time", "env steps/s",
-                            "SB3 A2C env steps/s"], [row(t, e) for t, e in measured])
+                            "rl-zoo A2C", "rl-zoo PPO", "against rl-zoo", "wall time", "env steps/s alone",
+                            "env steps/s of the runs", "SB3 A2C env steps/s alone"], [row(t, e) for t, e in measured])
     missing = [t for t in TASKS.values() if t.name not in results]
     lines = [
         "# hogshare on rl-baselines3-zoo's tasks", "",
@@ -213,8 +227,9 @@ def write(results: dict) -> Path:
         "env steps (greedy, except Atari). hogshare's: each seed trains the shipped config for the same budget "
         f"(2 workers on this machine's 2 cores), then plays {EVAL_EPISODES} greedy episodes as `evaluate` does; "
         "for Atari, the mean of the last 100 training episodes (sampled actions). The return column is mean ± std "
-        "over seeds. `python experiments/zoo.py --task NAME --seeds N` measures a row; each row says when and how "
-        "loaded the machine was below.", "",
+        "over seeds. Speed: each side alone on the machine for a minute or so (`--speed-seconds`), and the "
+        "learning runs' own rate, which counts whatever else ran beside them. `python experiments/zoo.py --task "
+        "NAME --seeds N` measures a row; each row says when and how loaded the machine was below.", "",
         table, "",
     ]
     if missing:
@@ -225,6 +240,10 @@ def write(results: dict) -> Path:
                   f"{entry['runs'][0]['scored_by']}. Per seed: "
                   + "; ".join(f"seed {r['seed']} {r['score']:,.1f} after {r['env_steps']:,} steps in "
                               f"{r['wall_seconds'] / 60:.1f} min" for r in entry["runs"]) + ".", ""]
+        if entry.get("alone"):
+            a = entry["alone"]
+            lines += [f"hogshare alone for {a['seconds']:.0f} s: {a['steps_per_second']:,.0f} env steps/s past its "
+                      f"first {SPEED_WARMUP_S:g} s ({a['load']} at the end).", ""]
         if entry.get("sb3"):
             s = entry["sb3"]
             lines += [f"Stable-Baselines3 A2C, rl-zoo's hyperparameters ({s['hyperparameters']}), alone for "
@@ -243,19 +262,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, help="runs (default: 3 for MuJoCo and Box2D, 1 for Atari)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--max-seconds", type=float, default=6 * 3600, help="wall-second cap of each run")
-    parser.add_argument("--sb3-seconds", type=float, default=0, help="also time SB3 A2C for this long (0: not)")
-    parser.add_argument("--sb3-only", action="store_true",
-                        help="only time SB3 A2C (for --sb3-seconds) and add it to the task's measured row")
+    parser.add_argument("--speed-seconds", type=float, default=0,
+                        help="also time the config and SB3 A2C, each alone, for this long (0: not)")
+    parser.add_argument("--speed-only", action="store_true",
+                        help="only time the two sides (for --speed-seconds) and add them to the task's measured row")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an override of the shipped config (a trial; the row says so)")
     parser.add_argument("--write", action="store_true", help="only rewrite zoo.md and the plots from zoo.json")
     args = parser.parse_args()
     store = RESULTS / "zoo.json"
     results = json.loads(store.read_text()) if store.exists() else {}
-    if args.sb3_only:
-        if args.task not in results or args.sb3_seconds <= 0:
-            parser.error("--sb3-only: needs --task of a measured row and --sb3-seconds > 0")
-        results[args.task]["sb3"] = sb3_speed(TASKS[args.task], args.sb3_seconds)
+    if args.speed_only:
+        if args.task not in results or args.speed_seconds <= 0:
+            parser.error("--speed-only: needs --task of a measured row and --speed-seconds > 0")
+        entry = results[args.task]
+        entry["alone"] = alone_speed(TASKS[args.task], args.speed_seconds, entry["overrides"])
+        entry["sb3"] = sb3_speed(TASKS[args.task], args.speed_seconds)
         store.write_text(json.dumps(results, indent=1) + "\n")
     elif not args.write:
         if args.task is None:
@@ -269,9 +291,10 @@ def main() -> None:
         entry = {"config": task.config, "overrides": args.set, "measured": time.strftime("%Y-%m-%d"),
                  "machine": machine_line(), "runs": [run_seed(task, s, args.max_seconds, args.set) for s in seeds]}
         entry["load"] = f"{started} at the start, {load()} at the end"
-        if args.sb3_seconds > 0:
-            entry["sb3"] = sb3_speed(task, args.sb3_seconds)
-        elif "sb3" in results.get(task.name, {}):
+        if args.speed_seconds > 0:
+            entry["alone"] = alone_speed(task, args.speed_seconds, args.set)
+            entry["sb3"] = sb3_speed(task, args.speed_seconds)
+        elif "sb3" in results.get(task.name, {}):  # SB3's side does not change with hogshare's config
             entry["sb3"] = results[task.name]["sb3"]
         results[task.name] = entry
         store.write_text(json.dumps(results, indent=1) + "\n")
