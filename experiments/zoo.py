@@ -90,6 +90,16 @@ TRIED = {
               "keeps its balance for the whole 1,000 steps and hardly moves (two greedy episodes of the trial run: "
               "returns 1,015 and 1,016, of which 15 and 16 for moving forward; Hopper pays 1 a step for staying "
               "up): it meets rl-zoo's A2C figure without hopping, where rl-zoo's PPO (2,410) hops.",
+    "pong": "IMPALA rather than A3C: on 2 cores its Pong config reached 18 in 51 minutes (5.9 M env steps) where "
+            "A3C's was at 5.6 after 65 (experiments/results/actor_learner.md). Runs before the shipped config, all "
+            "seed 0: with torch's RMSprop (that 51-minute config) a run lost every unit of its first convolution "
+            "(all below zero for every frame) and played at random for 4.3 M env steps, when it was stopped; with "
+            "RMSprop in TensorFlow's form (`rmsprop_tf_like`) and the lr decaying to 0 over the 10 M steps, the mean "
+            "return rose from -21 to -10 by 4 M steps, then only to 3.4 at 10 M (2.2 hours, the cores shared with "
+            "the MuJoCo rows). The shipped config keeps the lr constant, as rl-zoo's A2C on Atari does.",
+    "breakout": "IMPALA's Pong config with the game changed, and the learning signals of rl-zoo's AtariWrapper: "
+                "rewards' signs and a lost life as the end of the learner's episode (`env.sign_reward`, "
+                "`env.life_loss_done`); its returns are whole games in points, as rl-zoo's.",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
                 + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with rl-zoo's PPO settings "
                 "for the task as far as an asynchronous learner takes them (the shipped config) scored 2,670 on seed "
