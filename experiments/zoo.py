@@ -96,7 +96,9 @@ TRIED = {
             "(all below zero for every frame) and played at random for 4.3 M env steps, when it was stopped; with "
             "RMSprop in TensorFlow's form (`rmsprop_tf_like`) and the lr decaying to 0 over the 10 M steps, the mean "
             "return rose from -21 to -10 by 4 M steps, then only to 3.4 at 10 M (2.2 hours, the cores shared with "
-            "the MuJoCo rows). The shipped config keeps the lr constant, as rl-zoo's A2C on Atari does.",
+            "the MuJoCo rows): that run is the row above (`--set optimizer.lr_decay=linear`). The shipped config "
+            "keeps the lr constant, as rl-zoo's A2C on Atari does; it has not yet been run to 10 M steps (`python "
+            "experiments/zoo.py --task pong`, about 1.5 hours alone on 2 cores).",
     "breakout": "IMPALA's Pong config with the game changed, and the learning signals of rl-zoo's AtariWrapper: "
                 "rewards' signs and a lost life as the end of the learner's episode (`env.sign_reward`, "
                 "`env.life_loss_done`); its returns are whole games in points, as rl-zoo's.",
@@ -192,7 +194,8 @@ def row(task: Task, entry: dict) -> list[str]:
     scores = [r["score"] for r in runs]
     digits = 1 if task.atari else 0
     sb3, alone = entry.get("sb3"), entry.get("alone")
-    return [task.zoo_env, f"`{entry['config']}`" + (f" + {', '.join(entry['overrides'])}" if entry["overrides"] else ""),
+    config = " + ".join(f"`{part}`" for part in [entry["config"], *entry["overrides"]])
+    return [task.zoo_env, config,
             f"{task.budget / 1e6:g} M", str(len(runs)), mean_std(scores, digits),
             "-" if task.a2c is None else f"{task.a2c:g}", f"{task.ppo:g}", verdict(task, scores),
             mean_std([r["wall_seconds"] / 60 for r in runs], 1) + " min",
