@@ -27,12 +27,15 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from common import REPO, RESULTS, load, machine_line, markdown_table, steady_mean, train_run, window_events
+
+sys.path.insert(0, str(REPO))  # this checkout's framework scores the runs it trained
 
 SB3_PYTHON = os.environ.get("HOGSHARE_SB3_PYTHON", "/tmp/sb3/bin/python")
 RUNS = REPO / "runs" / "zoo"
@@ -142,6 +145,11 @@ def run_seed(task: Task, seed: int, max_seconds: float, overrides: list[str]) ->
     RUNS.mkdir(parents=True, exist_ok=True)
     run_dir = train(task, seed, Path(tempfile.mkdtemp(prefix=f"{task.name}-seed{seed}-", dir=RUNS)), max_seconds,
                     overrides)
+    return scored(task, seed, run_dir)
+
+
+def scored(task: Task, seed: int, run_dir: Path) -> dict:
+    """A finished run of the task's config, scored: its entry in a row's runs."""
     summary = json.loads((run_dir / "summary.json").read_text())
     score, how = evaluation(task, run_dir, summary)
     result = {"seed": seed, "score": score, "scored_by": how, "env_steps": summary["env_steps"],
