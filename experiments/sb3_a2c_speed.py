@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import gymnasium
 import rl_zoo3
 import yaml
 from stable_baselines3 import A2C
@@ -75,6 +76,8 @@ def main() -> None:
     if "learning_rate" in params:
         params["learning_rate"] = schedule(params["learning_rate"])
     if "NoFrameskip" in env_id:
+        import ale_py
+        gymnasium.register_envs(ale_py)  # the ALE's ids are not gymnasium's own
         env = make_atari_env(env_id, n_envs=n_envs)
     else:
         env = make_vec_env(env_id, n_envs=n_envs)
