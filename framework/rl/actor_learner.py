@@ -17,6 +17,12 @@ What each side waits on is bounded (`algorithm.max_actor_wait_s`,
 perf/learner_wait_s (seconds, all actors or learners together, since the run
 started), perf/trajectories_dropped (rollouts an actor overwrote before a
 learner took them, or that a learner died holding).
+
+A policy output that is not finite (a NaN observation, NaN weights) never
+stops an actor: it still acts (`ActionHead.sample`) and writes a NaN
+behaviour log-probability for that step, so that the learner's update over it
+is skipped and counted (summary.json's `skipped_updates`) as A3C's is, and a
+run of nothing else stops at `algorithm.max_nonfinite_updates`.
 """
 from __future__ import annotations
 
@@ -63,13 +69,19 @@ class TrajectoryActor(RolloutWorker):
         self.heads = xp.zeros((self.T, self.E, self.action_head.size), dtype=self.local_arena.data.dtype)
 
     def _behaviour_log_probs(self) -> np.ndarray:
-        """log mu(a_t|x_t) of the rollout's actions under the policy that took them, (T, E) on the host."""
+        """log mu(a_t|x_t) of the rollout's actions under the policy that took them, (T, E) on the host; NaN for
+        a step whose policy output was not finite (a NaN observation, NaN weights). That NaN marks the step: a
+        learner's loss over it is not finite, so the update is skipped and counted (`apply_gradient`), as an A3C
+        worker skips its own."""
         n = self.T * self.E
+        heads = self.heads.reshape(n, -1)
+        xp = array_module(heads)
+        finite = xp.isfinite(heads).all(axis=1)
         with framework.no_grad():
             log_prob, _ = self.action_head.log_prob_entropy(
-                framework.as_tensor(self.heads.reshape(n, -1)),
+                framework.as_tensor(xp.where(finite[:, None], heads, 0.0)),
                 self.tensor(self.actions.reshape(n, *self.action_head.shape)), self.local.log_std)
-        return to_host(log_prob.data_array).reshape(self.T, self.E)
+        return to_host(xp.where(finite, log_prob.data_array, xp.nan)).reshape(self.T, self.E)
 
     def update(self) -> None:
         """Take a slot (bounded wait), sync, roll out into it, publish it."""

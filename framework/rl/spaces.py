@@ -206,10 +206,13 @@ class ActionHead:
 
     def sample(self, head: Any, noise: Any, log_std: Any = None) -> Any:
         """Actions for policy outputs `head` (batch, size) with noise: Gumbel-max for categoricals, mean + std *
-        noise for a Normal, logit + logistic noise > 0 for Bernoullis."""
+        noise for a Normal, logit + logistic noise > 0 for Bernoullis. A policy output that is not finite (a NaN
+        observation, NaN weights) still gives an action the env takes: argmax and `> 0` give one of NaN, and a
+        Normal's non-finite action is 0 (clipped into the Box by for_env), so an actor never hands the env a NaN."""
         xp = array_module(head)
         if self.kind == "normal":
-            return head + xp.exp(log_std) * noise
+            actions = head + xp.exp(log_std) * noise
+            return xp.where(xp.isfinite(actions), actions, 0.0).astype(actions.dtype, copy=False)
         if self.kind == "bernoulli":
             return (head + noise > 0).astype(np.float32)
         return self.greedy(head + noise)

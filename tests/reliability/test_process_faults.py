@@ -239,3 +239,49 @@ def test_occasional_non_finite_updates_are_skipped_and_training_goes_on(watch, t
     assert all(np.isfinite(v).all() for v in state["model"].values())
     moments = [v for entry in state["optimizer"]["state"].values() for v in entry.values()]
     assert moments and all(np.isfinite(m).all() for m in moments)
+
+
+def _actor_learner_config(name: str, **sections) -> dict:
+    """fast_config as a run of actor-learner algorithm `name`: 2 actors of 4 envs, one learner taking 2
+    trajectories at a time."""
+    config = fast_config(**sections)
+    config["algorithm"] = {"name": name, "n_steps": 10, "batch_trajectories": 2, **sections.get("algorithm", {})}
+    return config
+
+
+@pytest.mark.fault("5", "IMPALA and APPO: a NaN observation every 50th step of each env (some trajectories clean)",
+                   "no actor raises (today: `Categorical: logits ... contain NaN` in the actor ends the run); the "
+                   "poisoned batches are skipped and counted in summary.json's skipped_updates, the clean ones "
+                   "applied; exit 0 at the step target with every shared parameter finite")
+@pytest.mark.parametrize("algorithm", ["impala", "appo"])
+def test_non_finite_observations_in_actor_learner_runs_are_skipped(watch, tmp_path, logdir, algorithm):
+    config = write_config(tmp_path / "c.yaml", _actor_learner_config(
+        algorithm, env={"id": "fault_envs:NonFiniteCartPole-v0", "kwargs": {"where": "observation", "every": 50}},
+        trainer={"total_steps": 6000}))
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    assert "raised an exception" not in done.stderr
+    run_dir = only_run_dir(logdir)
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == "total_steps reached"
+    assert summary["updates"] > 0 and summary["skipped_updates"] > 0
+    assert all(np.isfinite(v).all() for v in load_checkpoint(_checkpoint(run_dir))["model"].values())
+
+
+@pytest.mark.fault("5", "IMPALA and APPO with a model.factory whose policy weights are NaN (every policy output "
+                        "NaN), `max_nonfinite_updates: 5`",
+                   "the actors act on (an action the env takes) and mark their trajectories; the learner skips "
+                   "them, and the run stops as A3C's does: exit 1, stop reason `non-finite updates`, the message "
+                   "naming the limit; no actor raised")
+@pytest.mark.parametrize("algorithm", ["impala", "appo"])
+def test_non_finite_policy_outputs_in_actor_learner_runs_stop_as_a3c_does(watch, tmp_path, logdir, algorithm):
+    config = write_config(tmp_path / "c.yaml", _actor_learner_config(
+        algorithm, model={"factory": "custom_envs:nan_model"}, algorithm={"max_nonfinite_updates": 5}))
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    assert done.returncode == 1, done.stderr
+    assert "raised an exception" not in done.stderr
+    assert re.search(r"^stopping the run: learner 0 produced \d+ updates in a row with a non-finite loss or "
+                     r"gradient \(algorithm\.max_nonfinite_updates = 5\)", done.stderr, re.MULTILINE), done.stderr
+    summary = _summary(only_run_dir(logdir))
+    assert summary["stop_reason"] == "non-finite updates" and summary["updates"] == 0
+    assert summary["skipped_updates"] >= 5

@@ -50,3 +50,19 @@ def test_dict_observations_pack_an_image_first_then_the_vector():
     obs = {"image": np.full((24, 24, 3), 7, np.uint8), "n": 2}
     row = layout.batch([obs])[0]
     assert (row[:-3] == 7).all() and row[-3:].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_a_policy_output_that_is_not_finite_still_samples_an_action_the_env_takes():
+    """A NaN observation or NaN weights give NaN policy outputs: every kind of head still samples a valid action
+    (a Normal's is 0, clipped into its Box), so an actor hands its env no NaN."""
+    nan = np.full((2, 3), np.nan, dtype=np.float32)
+    noise = np.zeros((2, 3), dtype=np.float32)
+    normal = ActionHead(gym.spaces.Box(0.5, 2.0, (3,), np.float32))
+    actions = normal.sample(nan, noise, np.zeros(3, dtype=np.float32))
+    assert actions.dtype == np.float32 and (actions == 0).all()
+    assert normal.for_env(actions).tolist() == [[0.5] * 3] * 2
+    assert (normal.sample(np.zeros((2, 3), np.float32), noise, np.full(3, np.nan, np.float32)) == 0).all()
+    for space in (gym.spaces.Discrete(3), gym.spaces.MultiBinary(3), gym.spaces.MultiDiscrete([2, 1])):
+        head = ActionHead(space)
+        taken = head.for_env(head.sample(nan, noise))
+        assert all(space.contains(np.asarray(a, dtype=space.dtype)) for a in taken), (space, taken)

@@ -6,7 +6,8 @@ second component ignored). ImageGoal: a Dict of a (height, width, channels) imag
 actions; ImageGoalBox acts with a Box instead. OffsetGoal: a Tuple observation (a Box and a Discrete starting at -1) and MultiDiscrete actions that
 start at [1, -1]. TextObservation: a Text observation space, which A3C cannot read. MyA3C, CountingA3C and WatchedA3C:
 plugins (CountingA3C keeps arrays of its own, `build_state`; WatchedA3C has a second role, `roles`).
-DyingImpala: IMPALA whose actor or learner is SIGKILLed once while it holds trajectory slots.
+DyingImpala: IMPALA whose actor or learner is SIGKILLed once while it holds trajectory slots. tiny_model: a
+user's network; nan_model: the same with NaN policy weights.
 """
 from __future__ import annotations
 
@@ -182,6 +183,13 @@ class TinyActorCritic(ActorCriticBase):
 
 def tiny_model(observation_space: gym.Space, action_space: gym.Space, section: dict) -> TinyActorCritic:
     return TinyActorCritic(observation_space, action_space, section)
+
+
+def nan_model(observation_space: gym.Space, action_space: gym.Space, section: dict) -> TinyActorCritic:
+    """tiny_model with NaN policy weights: every policy output is NaN (the values stay finite)."""
+    model = TinyActorCritic(observation_space, action_space, section)
+    model.pi.weight.data_array[...] = np.nan
+    return model
 
 
 class NoValue(TinyActorCritic):
