@@ -7,7 +7,13 @@ one per statistic, so they live where the model lives: in the run's shared
 memory, in every checkpoint, and in the model that `evaluate` and `--resume`
 load.
 
-Every worker updates the same statistics, lock-free like the parameters. A
+Every worker updates the same statistics, lock-free like the parameters.
+A value that is not finite (a NaN or inf observation or reward, a return
+that overflowed) never enters them: its row is left out, and an env's running
+return starts again after it. The step itself still reaches the learner as
+it was, so the update over it is skipped and counted (`skipped_updates`), and
+the statistics, in the checkpoint too, stay finite for the run and its
+resumes. A
 worker gathers its steps' statistics locally (`BatchMoments`) and merges them
 into the shared ones once every `flush_every` steps (a rollout), so the
 read-merge-write of two workers rarely overlaps; when it does (a worker
@@ -82,6 +88,8 @@ class BatchMoments:
     @classmethod
     def of(cls, batch: np.ndarray) -> "BatchMoments":
         batch = np.asarray(batch, dtype=np.float64)
+        if batch.shape[0] == 0:
+            return cls(np.zeros(batch.shape[1:]), np.zeros(batch.shape[1:]), 0)
         return cls(batch.mean(axis=0), batch.var(axis=0), batch.shape[0])
 
     def merged(self, other: "BatchMoments") -> "BatchMoments":
@@ -119,8 +127,10 @@ class Normalization:
                    update, flush_every=algorithm["n_steps"])
 
     def _gather(self, stats: RunningMeanStd, batch: np.ndarray) -> None:
-        """Add a step's rows to what `stats` has pending; merge them into it every `flush_every` steps."""
-        moments = BatchMoments.of(batch)
+        """Add a step's rows to what `stats` has pending (rows holding a value that is not finite are left out);
+        merge them into it every `flush_every` steps."""
+        batch = np.asarray(batch, dtype=np.float64)
+        moments = BatchMoments.of(batch[np.isfinite(batch.reshape(len(batch), -1)).all(axis=1)])
         pending = self._pending.get(stats)
         self._pending[stats] = moments if pending is None else pending.merged(moments)
         self._pending_steps[stats] = self._pending_steps.get(stats, 0) + 1
@@ -154,7 +164,7 @@ class Normalization:
         if self.update:
             self._gather(self.return_stats, self._returns[:, None])
         scaled = np.clip(raw / self.return_stats.std()[0], -self.clip_reward, self.clip_reward)
-        self._returns[done] = 0.0
+        self._returns[done | ~np.isfinite(self._returns)] = 0.0  # a NaN or inf reward poisons no later return
         return scaled.astype(np.float32)
 
     def scalars(self) -> dict[str, float]:

@@ -97,15 +97,24 @@ class TensorBoardWriter:
         self._write(summary, step)
 
     def histogram(self, tag: str, values: np.ndarray, step: int, bins: int = 30) -> None:
-        """The distribution of values (flattened) at step; non-finite values are left out."""
+        """The distribution of values (flattened) at step; non-finite values are left out. Values whose range
+        cannot be cut into `bins` finite, distinct buckets at their magnitude (one value of 1e17, where x + 0.5
+        == x; a range wider than the largest float) make one bucket holding them all: a histogram never fails."""
         values = np.asarray(values, dtype=np.float64).ravel()
         values = values[np.isfinite(values)]
         if values.size == 0:
             return
-        counts, edges = np.histogram(values, bins=bins)
+        low, high = float(values.min()), float(values.max())
+        with np.errstate(all="ignore"):
+            edges = np.linspace(low, high, bins + 1)
+            sum_squares = float(np.dot(values, values))
+            total = float(values.sum())
+        if np.isfinite(edges).all() and (np.diff(edges) > 0).all():
+            counts = np.histogram(values, bins=edges)[0]
+        else:
+            edges, counts = np.array([low, high]), np.array([values.size])
         proto = summary_pb2.HistogramProto(
-            min=float(values.min()), max=float(values.max()), num=float(values.size),
-            sum=float(values.sum()), sum_squares=float(np.dot(values, values)),
+            min=low, max=high, num=float(values.size), sum=total, sum_squares=sum_squares,
             bucket_limit=edges[1:].tolist(), bucket=counts.astype(np.float64).tolist())
         self._write(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, histo=proto)]), step)
 

@@ -62,6 +62,20 @@ def test_histogram_of_only_non_finite_values_is_skipped(tmp_path):
     assert _accumulate(tmp_path).Tags()["histograms"] == []
 
 
+@pytest.mark.parametrize("values", [[1e17], [1e17, 1e17 + 64], [-1e308, 1e308], [3.0, 3.0]],
+                         ids=["one huge value", "a range too narrow for its magnitude", "wider than a float",
+                              "all equal"])
+def test_histogram_of_values_numpy_cannot_bin_is_one_bucket(tmp_path, values):
+    """np.histogram raises "Too many bins for data range" for these (or gives NaN edges): such values are one
+    bucket holding them all, with their min and max."""
+    writer = TensorBoardWriter(tmp_path)
+    writer.histogram("params/odd", np.array(values), step=1)
+    writer.close()
+    [hist] = _accumulate(tmp_path).Histograms("params/odd")
+    assert sum(hist.histogram_value.bucket) == len(values)
+    assert (hist.histogram_value.min, hist.histogram_value.max) == (min(values), max(values))
+
+
 def _three_frame_gif() -> bytes:
     frames = [Image.new("RGB", (16, 8), colour) for colour in ("red", "green", "blue")]
     gif = io.BytesIO()
