@@ -29,7 +29,7 @@ from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError,
 from framework.plugin.formatting import significant
 from framework.train.progress import Output, reopen_closed_streams
 from framework.train.resume import check_changes
-from framework.train.run_dir import run_config_file
+from framework.train.run_dir import check_replaceable, run_config_file
 from framework.plugin.schema import one_line, printable, short_repr
 from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
@@ -204,6 +204,13 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     if record is not None and record.suffix.lower() not in video.SUFFIXES:
         parser.error(f"argument --record: got {printable(repr(args.record))}; allowed: a file name ending in "
                      f"{' or '.join(video.SUFFIXES)}")
+    try:
+        for what, path in (("--record", record), ("--export", args.export)):
+            if path is not None:
+                check_replaceable(Path(path), what)
+    except ConfigError as exc:
+        _fail("evaluate", f"error: {exc}")
+        return 2
     if record is not None and (missing := video.missing_extra()):
         _fail("evaluate", f"error: --record: {missing}")
         return 2

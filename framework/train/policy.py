@@ -23,7 +23,7 @@ from framework import algorithms, nn
 from framework.plugin.algorithm import Algorithm
 from framework.device import to_device, to_host
 from framework.train.config import Config, ConfigError, read_yaml, validate
-from framework.train.run_dir import run_config_file, write_atomically
+from framework.train.run_dir import check_replaceable, run_config_file, write_atomically
 from framework.plugin.schema import printable, short_repr
 from framework.train.run_checkpoint import read_checkpoint
 
@@ -115,13 +115,15 @@ class Policy:
 
     def export(self, path: str | Path) -> Path:
         """Write the weights and observation statistics as a .safetensors file, atomically; ConfigError naming the
-        path when its directory is missing or not writable. Returns the path."""
+        path when its directory is missing or not writable, or when it is not a regular file (a symbolic link, a
+        device, a FIFO: `run_dir.check_replaceable`). Returns the path."""
         from safetensors.numpy import save
 
         path = Path(path)
         if not path.parent.is_dir():
             raise ConfigError(f"export: cannot write '{printable(str(path))}' (no directory "
                               f"'{printable(str(path.parent))}'); allowed: a file in an existing, writable directory")
+        check_replaceable(path, "export")
         arrays = {name: np.ascontiguousarray(value) for name, value in self._actor.named_arrays().items()}
         metadata = {"format": EXPORT_FORMAT, "config": json.dumps(self.config),
                     **{key: repr(value) for key, value in self._actor.normalization_settings().items()}}

@@ -12,7 +12,10 @@ cleared of the temp files a killed run left.
 - `write_atomically` writes beside the final name (a temp file it holds an
   flock on while writing), syncs, renames over it and syncs the directory: a
   reader finds the old file or the new one, never a part of one
-  (checkpoints, config.yaml, summary.json, recordings).
+  (checkpoints, config.yaml, summary.json, recordings). `check_replaceable`
+  refuses a path given by the user (an export, a recording) that is a
+  symbolic link, a device, a FIFO, a socket or a directory: a rename would
+  replace it with a regular file.
 - `run_config_file` finds a run directory's config.yaml, refusing a path
   that is not a directory made by train (`evaluate`, `--resume`, `load_policy`).
 - `remove_leftovers` deletes the temp files of writes cut short by SIGKILL.
@@ -122,6 +125,27 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_replaceable(path: Path, what: str) -> None:
+    """ConfigError (naming `what`, the argument) unless path is a new name or a regular file, the only things
+    write_atomically may replace: its rename would put a regular file in place of a device, a FIFO or a symbolic
+    link (whose target it would leave alone), so these are refused, and a link is never followed."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot check '{printable(str(path))}' ({exc.strerror or exc}); allowed: a "
+                          f"regular file or a new name") from None
+    for test, kind in _KINDS:
+        if test(mode):
+            raise ConfigError(f"{what}: '{printable(str(path))}' is {kind}; allowed: a regular file (replaced) or a "
+                              f"new name")
 
 
 def is_locked(path: Path) -> bool:

@@ -4,6 +4,7 @@ import io
 import os
 import re
 import shutil
+import stat
 import struct
 import time
 import zipfile
@@ -289,3 +290,42 @@ def test_yaml_with_a_python_tag_is_refused_unconstructed(watch, tmp_path, logdir
     assert not marker.exists() and os.listdir(logdir) == []
     yaml.unsafe_load(tagged)  # the control: this text does run code when constructed unsafely
     assert marker.is_dir()
+
+
+def _special_file(kind: str, path, target) -> None:
+    """Make a symbolic link to target, a FIFO or a character device (/dev/null's numbers) at path."""
+    if kind == "symlink":
+        path.symlink_to(target)
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    else:
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a character device needs CAP_MKNOD")
+
+
+@pytest.mark.fault("25", "`evaluate --export PATH`, `evaluate --record PATH` and `Policy.export(PATH)` where PATH "
+                         "is a symbolic link to a file, a FIFO or a character device (/dev/null's numbers)",
+                   "exit 2 (a ConfigError from Python), one line naming the argument, the path and what it is; the "
+                   "link, its target, the FIFO and the device are left as they were (today: each is replaced by a "
+                   "regular file: as root, `--export /dev/null` would replace the system's /dev/null)")
+@pytest.mark.parametrize("kind", ["symlink", "FIFO", "character device"])
+def test_export_and_record_never_replace_what_is_not_a_regular_file(watch, run_dir, tmp_path, kind):
+    from framework.train import ConfigError, load_policy
+
+    target = tmp_path / "target.safetensors"
+    target.write_bytes(b"kept")
+    for argument, name in (("--export", "p.safetensors"), ("--record", "p.gif")):
+        path = tmp_path / name
+        _special_file(kind, path, target)
+        before = os.lstat(path)
+        message = _assert_one_line_error(run_cli(watch, "--run", run_dir, argument, path, command="evaluate"),
+                                         "evaluate")
+        shown = "a symbolic link" if kind == "symlink" else f"a {kind}"
+        assert message.startswith(f"evaluate: error: {argument}: '{path}' is {shown}; allowed: a regular file"), \
+            message
+        assert os.lstat(path) == before and target.read_bytes() == b"kept"
+    with pytest.raises(ConfigError, match=rf"^export: '{re.escape(str(tmp_path / 'p.safetensors'))}' is a "):
+        load_policy(run_dir).export(tmp_path / "p.safetensors")
+    assert not stat.S_ISREG(os.lstat(tmp_path / "p.safetensors").st_mode) and target.read_bytes() == b"kept"
