@@ -75,6 +75,12 @@ class Role:
     name: str
     count: int
     entry: str = "run_worker"
+    key: str = "trainer.workers"
+    """The config key that sets count (named where a run's processes are refused: too many for the limits)."""
+
+    def __str__(self) -> str:
+        """'16 actors', '1 learner'."""
+        return f"{self.count} {self.name}{'s' if self.count != 1 else ''}"
 
 
 @dataclass

@@ -188,7 +188,7 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
     def roles(self, config: Config) -> tuple[Role, ...]:
         """`trainer.workers` actors (run_worker) and `algorithm.learners` learners (run_learner)."""
         return (Role("actor", config["trainer"]["workers"]),
-                Role("learner", config["algorithm"]["learners"], "run_learner"))
+                Role("learner", config["algorithm"]["learners"], "run_learner", "algorithm.learners"))
 
     def check_config(self, config: Config) -> None:
         """ActorCriticAlgorithm's checks; a batch must fit in the buffer."""

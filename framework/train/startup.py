@@ -10,10 +10,15 @@ and leaving a directory that holds nothing to resume:
   statistics are then allocated for real by `sharing`, whose room checks
   turn a shortage into the same kind of refusal (the trainer places them
   before any file is written).
-- File descriptors: the main process keeps one per worker (its sentinel; two
-  more for a moment while starting it) on top of what it holds already. A
-  soft limit below that is raised as far as needed (up to the hard limit, as
-  Go and Ray do); a hard limit below it refuses the run.
+- File descriptors: the main process keeps three per process of the run
+  (every role's: A3C's workers, IMPALA's and APPO's actors and learners):
+  multiprocessing's sentinel and its pipe to the child, both held until the
+  process is closed, and the pipe its traceback would come back on; two more
+  for a moment while starting one. It counts them on top of what it holds
+  once every shared object is made (the model, the optimizer, a trajectory
+  buffer's segments). A soft limit below that is raised as far as needed (up
+  to the hard limit, as Go and Ray do); a hard limit below it refuses the
+  run, naming the processes asked for ("16 actors + 2 learners").
 - Memory: each worker process takes memory of its own (its interpreter,
   libraries, environments and a model copy), about WORKER_BYTES plus
   WORKER_MODEL_COPIES times the model's parameters; the run is refused when
@@ -31,7 +36,9 @@ from __future__ import annotations
 import os
 import resource
 from pathlib import Path
+from typing import Sequence
 
+from framework.plugin.algorithm import Role
 from framework.plugin.schema import printable
 from sharing.room import format_bytes, system_room
 from sharing.strategies import FILE_DESCRIPTOR
@@ -39,7 +46,9 @@ from sharing.strategies import FILE_DESCRIPTOR
 SHM_DIR = "/dev/shm"
 SEMAPHORE_ROOM = 64 << 10
 """/dev/shm bytes for multiprocessing's semaphores (a page each; a run makes a few)."""
-DESCRIPTORS_PER_WORKER = 2
+DESCRIPTORS_PER_PROCESS = 3
+"""What the main process holds per process it starts (see the module docstring); measured with /proc/PID/fd for
+spawn, fork and forkserver alike (tests/reliability/test_resource_faults.py)."""
 DESCRIPTORS_SPARE = 16
 """Descriptors opened for a moment while starting a worker, writing a checkpoint or an event file, and the fork
 server's and resource tracker's pipes."""
@@ -94,21 +103,27 @@ def check_worker_memory(workers: int, parameter_bytes: int) -> None:
                        f"allowed: at most {room // each} workers here ({format_bytes(room)} {where})")
 
 
-def descriptors_needed(workers: int) -> int:
-    """Descriptors the main process needs: those open now, plus what its workers and their start take."""
-    return len(os.listdir("/proc/self/fd")) + workers * DESCRIPTORS_PER_WORKER + DESCRIPTORS_SPARE
+def descriptors_needed(processes: int) -> int:
+    """Descriptors the main process needs: those open now, plus what its processes and their start take."""
+    return len(os.listdir("/proc/self/fd")) + processes * DESCRIPTORS_PER_PROCESS + DESCRIPTORS_SPARE
 
 
-def ensure_descriptors(workers: int) -> None:
-    """Raise the soft RLIMIT_NOFILE to what `workers` need, or RunError when the hard limit is too low."""
-    need = descriptors_needed(workers)
+def ensure_descriptors(roles: Sequence[Role]) -> None:
+    """Raise the soft RLIMIT_NOFILE to what the processes of `roles` need, or RunError when the hard limit is too
+    low. Called once the run's shared objects are made, so that their descriptors are among those open."""
+    processes = sum(role.count for role in roles)
+    need = descriptors_needed(processes)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= need:
         return
     if hard != resource.RLIM_INFINITY and hard < need:
-        raise RunError(f"config key 'trainer.workers': got {workers}, which needs about {need} file descriptors in "
-                       f"the main process; allowed: at most what the limit allows (ulimit -n is {soft}, hard limit "
-                       f"{hard}): raise it or use fewer workers")
+        keys = list(dict.fromkeys(role.key for role in roles))
+        raise RunError(f"config key{'s' if len(keys) > 1 else ''} {' and '.join(map(repr, keys))}: got "
+                       f"{' + '.join(map(str, roles))}, which need about "
+                       f"{need} file descriptors in the main process ({DESCRIPTORS_PER_PROCESS} per process, "
+                       f"{need - processes * DESCRIPTORS_PER_PROCESS - DESCRIPTORS_SPARE} open now, "
+                       f"{DESCRIPTORS_SPARE} spare); allowed: at most what the limit allows (ulimit -n is {soft}, "
+                       f"hard limit {hard}): raise it or start fewer processes")
     resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 

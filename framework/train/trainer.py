@@ -5,10 +5,11 @@ refused without leaving a trace: it builds the algorithm's model and
 optimizer, moves them into shared memory (one parameter arena; on
 `trainer.device: cuda:N` into that GPU's memory, reaching workers as CUDA
 IPC handles), makes the run statistics, checks and loads the checkpoint of
-a resumed run, checks the room the run needs (`startup`) and makes the
-backend. Only then is the run directory made (or, resumed, locked and
-cleared of leftovers), config.yaml written and the `Monitor` started over
-the backend. A refusal in start-up (bad checkpoint, no room, a stop signal)
+a resumed run, checks the room the run needs (`startup`), makes the
+backend (and with it the workers' shared objects), then checks the file
+descriptors the run's processes need. Only then is the run directory made
+(or, resumed, locked and cleared of leftovers), config.yaml written and the
+`Monitor` started over the backend. A refusal in start-up (bad checkpoint, no room, a stop signal)
 leaves no directory and a resumed one byte-identical; once training runs,
 stopping is the monitor's. A run directory holds config.yaml, the event
 files, checkpoints/checkpoint.npz and, at the end, summary.json.
@@ -35,7 +36,6 @@ from framework.train.monitor import Monitor, RunResult, RunState
 from framework.train.progress import Output
 from framework.train.run_checkpoint import (CHECKPOINT, checkpoint_path, load_optimizer_state, model_state,
                                             read_checkpoint, restore_plugin_state)
-from framework.plugin.algorithm import Role
 from framework.plugin.run_stats import RunStats
 from framework.plugin.schema import one_line, printable
 from framework.train.startup import RunError
@@ -43,11 +43,6 @@ from framework.train.stop_signals import StopSignals
 
 CONFIG_FILE = run_dir.CONFIG_FILE
 __all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer"]
-
-
-def _role_counts(roles: tuple[Role, ...]) -> str:
-    """'2 actors, 1 learner'."""
-    return ", ".join(f"{role.count} {role.name}{'s' if role.count != 1 else ''}" for role in roles)
 
 
 class Trainer:
@@ -127,7 +122,7 @@ class Trainer:
         processes = sum(role.count for role in roles)
         if tcfg["backend"] != "local" and [role.name for role in roles] != ["worker"]:
             raise ConfigError(f"config key 'trainer.backend': got {tcfg['backend']!r}; allowed: local for algorithm "
-                              f"{cfg['algorithm']['name']}, whose processes ({_role_counts(roles)}) only the local "
+                              f"{cfg['algorithm']['name']}, whose processes ({', '.join(map(str, roles))}) only the local "
                               f"backend starts")
         plugin_state = self.algorithm.build_state(cfg)
         if plugin_state and tcfg["backend"] != "local":
@@ -153,7 +148,6 @@ class Trainer:
                          f"(not kept with these options) is dropped")
             restore_plugin_state(plugin_state, saved, path, cfg["algorithm"]["name"])
             run.restore(saved["run"], stats)
-        startup.ensure_descriptors(processes)
         checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * run.window.maxlen + (64 << 10)
                             + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values())
                             + plugin_bytes)
@@ -167,6 +161,7 @@ class Trainer:
         except (OSError, MemoryError) as exc:
             raise RunError(f"cannot prepare the workers' shared objects: {one_line(exc)}") from None
         try:
+            startup.ensure_descriptors(roles)  # with the descriptors of the shared objects the backend made
             check()
         except BaseException:
             pool.stop(0.0)
