@@ -22,7 +22,7 @@ and leaving a directory that holds nothing to resume:
 - Memory: each worker process takes memory of its own (its interpreter,
   libraries, environments and a model copy), about WORKER_BYTES plus
   WORKER_MODEL_COPIES times the model's parameters; the run is refused when
-  `trainer.workers` of them would not fit in available memory (MemAvailable,
+  the run's processes (every role's) would not fit in available memory (MemAvailable,
   or what a cgroup memory limit leaves). `HOGSHARE_WORKER_BYTES` replaces
   the estimate where a worker is known to take more (large environments).
 - Disk: the run directory's filesystem must hold the config, a checkpoint
@@ -93,14 +93,23 @@ def worker_bytes(parameter_bytes: int) -> int:
     return WORKER_BYTES + WORKER_MODEL_COPIES * parameter_bytes
 
 
-def check_worker_memory(workers: int, parameter_bytes: int) -> None:
-    """RunError unless `workers` worker processes fit in the memory this machine (or cgroup) has available."""
+def _asked(roles: Sequence[Role]) -> str:
+    """The processes of roles as the config asked for them: "config keys 'trainer.workers' and
+    'algorithm.learners': got 16 actors + 2 learners"."""
+    keys = list(dict.fromkeys(role.key for role in roles))
+    asked = " + ".join(map(str, roles))
+    return f"config key{'s' if len(keys) > 1 else ''} {' and '.join(map(repr, keys))}: got {asked}"
+
+
+def check_worker_memory(roles: Sequence[Role], parameter_bytes: int) -> None:
+    """RunError unless the processes of roles fit in the memory this machine (or cgroup) has available."""
     each = worker_bytes(parameter_bytes)
+    processes = sum(role.count for role in roles)
     room, where = system_room(FILE_DESCRIPTOR)
-    if workers * each > room:
-        raise RunError(f"config key 'trainer.workers': got {workers}, whose processes need about "
-                       f"{format_bytes(workers * each)} of memory of their own ({format_bytes(each)} each); "
-                       f"allowed: at most {room // each} workers here ({format_bytes(room)} {where})")
+    if processes * each > room:
+        raise RunError(f"{_asked(roles)}, whose processes need about {format_bytes(processes * each)} of memory of "
+                       f"their own ({format_bytes(each)} each); allowed: at most {room // each} processes here "
+                       f"({format_bytes(room)} {where})")
 
 
 def descriptors_needed(processes: int) -> int:
@@ -117,9 +126,7 @@ def ensure_descriptors(roles: Sequence[Role]) -> None:
     if soft == resource.RLIM_INFINITY or soft >= need:
         return
     if hard != resource.RLIM_INFINITY and hard < need:
-        keys = list(dict.fromkeys(role.key for role in roles))
-        raise RunError(f"config key{'s' if len(keys) > 1 else ''} {' and '.join(map(repr, keys))}: got "
-                       f"{' + '.join(map(str, roles))}, which need about "
+        raise RunError(f"{_asked(roles)}, which need about "
                        f"{need} file descriptors in the main process ({DESCRIPTORS_PER_PROCESS} per process, "
                        f"{need - processes * DESCRIPTORS_PER_PROCESS - DESCRIPTORS_SPARE} open now, "
                        f"{DESCRIPTORS_SPARE} spare); allowed: at most what the limit allows (ulimit -n is {soft}, "

@@ -122,8 +122,8 @@ class Trainer:
         processes = sum(role.count for role in roles)
         if tcfg["backend"] != "local" and [role.name for role in roles] != ["worker"]:
             raise ConfigError(f"config key 'trainer.backend': got {tcfg['backend']!r}; allowed: local for algorithm "
-                              f"{cfg['algorithm']['name']}, whose processes ({', '.join(map(str, roles))}) only the local "
-                              f"backend starts")
+                              f"{cfg['algorithm']['name']}, whose processes ({', '.join(map(str, roles))}) only the "
+                              f"local backend starts")
         plugin_state = self.algorithm.build_state(cfg)
         if plugin_state and tcfg["backend"] != "local":
             raise ConfigError(f"config key 'trainer.backend': got {tcfg['backend']!r}; allowed: local for algorithm "
@@ -135,7 +135,7 @@ class Trainer:
         check()
         startup.check_semaphore_room()
         if tcfg["backend"] == "local":
-            startup.check_worker_memory(processes, sum(p.data_array.nbytes for p in model.parameters()))
+            startup.check_worker_memory(roles, sum(p.data_array.nbytes for p in model.parameters()))
         model, optimizer, stats = self._share(model, processes)
         plugin_state = {name: sharing.share_array(np.asarray(a)) for name, a in plugin_state.items()}
         check()

@@ -239,7 +239,7 @@ def test_the_descriptor_check_counts_what_each_role_needs(watch, tmp_path, logdi
     asked = (f" 'trainer.workers': got {workers} workers" if learners is None else
              f"s 'trainer.workers' and 'algorithm.learners': got {workers} actors + {learners} learner"
              f"{'s' if learners > 1 else ''}")
-    pattern = rf"train: error: config key{re.escape(asked)}, which need about (\d+) file descriptors in the main process"
+    pattern = rf"train: error: config key{re.escape(asked)}, which need about (\d+) file descriptors in the main"
     refused = run_cli(watch, "--config", path, "--logdir", logdir, preexec_fn=_low_descriptor_limit(30))
     need = int(re.match(pattern, _assert_refused(refused.returncode, refused.stderr, logdir, pattern + ".*"))[1])
     done = run_cli(watch, "--config", path, "--logdir", logdir, preexec_fn=_low_descriptor_limit(need))
@@ -247,7 +247,8 @@ def test_the_descriptor_check_counts_what_each_role_needs(watch, tmp_path, logdi
     assert json.loads((only_run_dir(logdir) / "summary.json").read_text())["stop_reason"] == "total_steps reached"
     shutil.rmtree(only_run_dir(logdir))
     refused = run_cli(watch, "--config", path, "--logdir", logdir, preexec_fn=_low_descriptor_limit(need - 1))
-    assert re.match(pattern, _assert_refused(refused.returncode, refused.stderr, logdir, pattern + ".*"))[1] == str(need)
+    again = re.match(pattern, _assert_refused(refused.returncode, refused.stderr, logdir, pattern + ".*"))
+    assert int(again[1]) == need
 
 
 @pytest.mark.fault("14", "no room on the disk of the log directory at start: a 4 MiB tmpfs filled up, and one "

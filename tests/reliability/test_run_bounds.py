@@ -213,8 +213,9 @@ def test_workers_that_would_not_fit_in_memory_are_refused_before_anything_starts
     done, run = train(tmp_path, cartpole_config(), env=watch.env(HOGSHARE_WORKER_BYTES=str(10**13)))  # 10 TB each
     assert done.returncode == 2 and run is None and not (tmp_path / "runs").exists()
     assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
-    assert re.fullmatch(r"train: error: config key 'trainer.workers': got 2, whose processes need about .* of memory "
-                        r"of their own \(.* each\); allowed: at most 0 workers here \(.* of available memory.*\)\n",
+    assert re.fullmatch(r"train: error: config key 'trainer.workers': got 2 workers, whose processes need about .* of "
+                        r"memory of their own \(.* each\); allowed: at most 0 processes here \(.* of available "
+                        r"memory.*\)\n",
                         done.stderr), done.stderr
 
 
