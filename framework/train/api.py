@@ -58,9 +58,10 @@ class Run:
 
     @property
     def policy(self) -> Policy:
-        """The policy of the run's final checkpoint (`load_policy(run_dir)`)."""
+        """The policy of the run's final checkpoint (`load_policy(run_dir)`; its code is trusted: this process
+        trained it)."""
         if self._policy is None:
-            self._policy = load_policy(self.run_dir)
+            self._policy = load_policy(self.run_dir, trust_code=True)
         return self._policy
 
 

@@ -1,9 +1,14 @@
 """The `train` and `evaluate` commands.
 
-    train --config PATH [--set key.path=value ...] [--logdir DIR] [--resume RUN_DIR]
+    train --config PATH [--set key.path=value ...] [--logdir DIR]
     train --env ID [--set key.path=value ...] [--logdir DIR]
+    train --resume RUN_DIR [--set key.path=value ...] [--trust-code]
     evaluate --run RUN_DIR [--episodes N] [--seed S] [--max-steps N] [--max-seconds S] [--record FILE.gif|FILE.mp4]
-    evaluate --run RUN_DIR --export FILE.safetensors
+             [--trust-code]
+    evaluate --run RUN_DIR --export FILE.safetensors [--trust-code]
+
+`--trust-code` lets a run directory that this user's train did not write
+import the code its config names (framework.train.trust).
 
 A bad argument, config or checkpoint, or a run refused at start-up (no room),
 ends with exit code 2 and one line on stderr naming what was wrong and what
@@ -25,14 +30,15 @@ from framework.plugin.algorithm import Algorithm, Evaluation, FrameSink
 from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config,
-                                    read_yaml, string_override, validate)
+                                    string_override, validate)
 from framework.plugin.formatting import significant
 from framework.train.progress import Output, reopen_closed_streams
 from framework.train.resume import check_changes
-from framework.train.run_dir import check_replaceable, run_config_file
+from framework.train.run_dir import check_replaceable
 from framework.plugin.schema import one_line, printable, short_repr
 from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
+from framework.train.trust import read_run_config
 from sharing.room import format_bytes
 
 MAX_SEED = 2**31 - 1
@@ -77,10 +83,11 @@ def _outcome(s: dict, algorithm: Algorithm, config: dict) -> str:
             f"target {solved}")
 
 
-def _next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path) -> str:
+def _next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path, trust_code: bool = False) -> str:
     """The lines after the outcome: where the checkpoint is and the commands that use the run next (a resume that
-    would stop at once raises the budget that stopped it, to twice its value)."""
-    run = shlex.quote(str(run_dir))
+    would stop at once raises the budget that stopped it, to twice its value; --trust-code where the run's code
+    needs it: its config.yaml could not be signed)."""
+    run = shlex.quote(str(run_dir)) + " --trust-code" * trust_code
     more = {"total_steps reached": "total_steps", "max_seconds reached": "max_seconds"}.get(s["stop_reason"])
     doubled = None if more is None else config["trainer"][more] * 2
     budget = "" if more is None else f" --set trainer.{more}={doubled if isinstance(doubled, int) else f'{doubled:g}'}"
@@ -128,6 +135,9 @@ def train_main(argv: Sequence[str] | None = None) -> int:
                         help="parent directory of the run directory (overrides logging.logdir)")
     parser.add_argument("--resume", type=_path, metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its checkpoint")
+    parser.add_argument("--trust-code", action="store_true",
+                        help="with --resume: import the code RUN_DIR's config names (env.id, model.factory, "
+                             "algorithm.name as module:name) although this user's train did not write it")
     with StopSignals() as signals:
         from framework.train.run_checkpoint import checkpoint_path  # the bulk of the imports, with signals recorded
         from framework.train.trainer import Trainer
@@ -138,6 +148,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
             parser.error("give either --config PATH or --env ID (a new run) or --resume RUN_DIR (continue one)")
         if args.resume is not None and args.logdir is not None:
             parser.error("--logdir applies to new runs only; a resumed run continues in its RUN_DIR")
+        if args.resume is None and args.trust_code:
+            parser.error("--trust-code applies to --resume RUN_DIR only (a config given with --config is yours)")
         if len(args.overrides) > MAX_OVERRIDES:
             parser.error(f"argument --set: given {len(args.overrides)} times; allowed: at most {MAX_OVERRIDES}")
         overrides = list(args.overrides)
@@ -145,7 +157,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
             overrides.append(string_override("logging.logdir", args.logdir))
         try:
             if args.resume is not None:
-                raw = read_yaml(run_config_file(Path(args.resume)))
+                raw = read_run_config(Path(args.resume), args.trust_code)
                 config = validate(apply_overrides(raw, overrides))
                 check_changes(validate(raw), config)
                 trainer = Trainer(config, args.resume, resume=True, signals=signals)
@@ -160,8 +172,9 @@ def train_main(argv: Sequence[str] | None = None) -> int:
             _fail("train", str(exc))
             return 128 + exc.signum
     summary = result.summary
-    print(f"{trainer.run_dir}: {_outcome(summary, trainer.algorithm, trainer.config)}\n"
-          f"{_next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir))}",
+    after = _next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir),
+                        trainer.needs_trust_code)
+    print(f"{trainer.run_dir}: {_outcome(summary, trainer.algorithm, trainer.config)}\n{after}",
           file=Output(sys.stdout), flush=True)
     return result.exit_code
 
@@ -184,6 +197,9 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--export", type=_path, metavar="FILE",
                         help="write the policy (weights by their PyTorch names, observation statistics under "
                              "obs_normalization.) as a .safetensors file, instead of evaluating")
+    parser.add_argument("--trust-code", action="store_true",
+                        help="import the code RUN_DIR's config names (env.id, model.factory, algorithm.name as "
+                             "module:name) although this user's train did not write it")
     args = parser.parse_args(argv)
     if args.export is not None and args.record is not None:
         parser.error("argument --export: not with --record (--export writes the policy and plays no episode)")
@@ -218,13 +234,13 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     from framework.train.policy import load_policy, load_trained  # imported where train imports the trainer
     try:
         if args.export is not None:
-            policy = load_policy(run_dir)
+            policy = load_policy(run_dir, args.trust_code)
             path = policy.export(args.export)
             statistics = ", its observation statistics as obs_normalization.*" * policy.config["env"]["normalize_obs"]
             result = Evaluation({}, f"wrote {path}: the policy's weights by their PyTorch names{statistics} "
                                     f"(read it with safetensors.torch.load_file)")
         else:
-            config, algorithm, model = load_trained(run_dir)
+            config, algorithm, model = load_trained(run_dir, args.trust_code)
             config["trainer"].update({key: value for key, value in bounds.items() if value is not None})
             if record is not None and not algorithm.can_record():
                 raise ConfigError(f"--record: run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, "

@@ -22,8 +22,9 @@ import framework
 from framework import algorithms, nn
 from framework.plugin.algorithm import Algorithm
 from framework.device import to_device, to_host
-from framework.train.config import Config, ConfigError, read_yaml, validate
-from framework.train.run_dir import check_replaceable, run_config_file, write_atomically
+from framework.train.config import Config, ConfigError, validate
+from framework.train.run_dir import check_replaceable, write_atomically
+from framework.train.trust import read_run_config
 from framework.plugin.schema import printable, short_repr
 from framework.train.run_checkpoint import read_checkpoint
 
@@ -35,20 +36,24 @@ State = tuple[np.ndarray, ...] | None
 None without one."""
 
 
-def load_trained(run_dir: str | Path) -> tuple[Config, Algorithm, nn.Module]:
+def load_trained(run_dir: str | Path, trust_code: bool = False) -> tuple[Config, Algorithm, nn.Module]:
     """(config, algorithm, model holding the checkpoint's parameters) of a run directory; ConfigError or
-    CheckpointError when it is not one made by train or its checkpoint does not fit."""
+    CheckpointError when it is not one made by train or its checkpoint does not fit, and ConfigError when its
+    config names code to import that neither this user's train wrote nor `trust_code` trusts
+    (framework.train.trust)."""
     run_dir = Path(run_dir)
-    config = validate(read_yaml(run_config_file(run_dir)))
+    config = validate(read_run_config(run_dir, trust_code))
     algorithm = algorithms.get(config["algorithm"]["name"])
     model = algorithm.build_model(config)
     read_checkpoint(run_dir, config, model, sum(a.nbytes for a in algorithm.build_state(config).values()))
     return config, algorithm, model
 
 
-def load_policy(run_dir: str | Path) -> "Policy":
-    """The policy of a run directory's checkpoint; ConfigError for a run of an algorithm without an environment."""
-    config, algorithm, model = load_trained(run_dir)
+def load_policy(run_dir: str | Path, trust_code: bool = False) -> "Policy":
+    """The policy of a run directory's checkpoint; ConfigError for a run of an algorithm without an environment,
+    or one whose config names code to import that this user's train did not write, unless `trust_code`
+    (framework.train.trust)."""
+    config, algorithm, model = load_trained(run_dir, trust_code)
     if not algorithm.can_act():
         acting = ", ".join(n for n in algorithms.names() if algorithms.get(n).can_act())
         raise ConfigError(f"run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, which has no "

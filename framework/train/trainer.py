@@ -29,7 +29,7 @@ import numpy as np
 import sharing
 from framework import algorithms
 from framework.device import cuda_device_count, use_device
-from framework.train import backends, run_dir, startup
+from framework.train import backends, run_dir, startup, trust
 from framework.train.backends.base import Backend, Launch, share_model
 from framework.train.config import Config, ConfigError, config_text
 from framework.train.monitor import Monitor, RunResult, RunState
@@ -61,6 +61,8 @@ class Trainer:
         self.algorithm = algorithms.get(config["algorithm"]["name"])
         self._own_signals = signals is None
         self.signals = signals or StopSignals()
+        self.needs_trust_code = False
+        """Whether this run's config.yaml names code and could not be signed: reading it back needs --trust-code."""
 
     def say(self, text: str) -> None:
         """One line for the person running train (stderr)."""
@@ -181,6 +183,20 @@ class Trainer:
         return model, optimizer, stats
 
     # -- the run directory ------------------------------------------------------------------------
+    def _signed_config(self) -> str:
+        """config.yaml's text, signed as this user's (`trust`); unsigned, and `needs_trust_code` set, when the key
+        cannot be made or read, which is said in one line where the config names code to import."""
+        text = config_text(self.config)
+        try:
+            return trust.signed(text)
+        except (OSError, ConfigError) as exc:
+            named = trust.code_named(self.config)
+            if named:
+                self.needs_trust_code = True
+                self.say(f"config.yaml is not signed as this user's ({one_line(exc)}): evaluate --run and train "
+                         f"--resume of this run import its code ({', '.join(named)}) only with --trust-code")
+            return text
+
     def _fill_run_directory(self, held: contextlib.ExitStack) -> Any:
         """Make (or, resumed, clear) the run directory, write config.yaml and open the event file; the writer.
 
@@ -194,7 +210,7 @@ class Trainer:
         try:
             for leftover in run_dir.remove_leftovers(self.run_dir):
                 self.say(f"removed '{printable(leftover)}', left by a write that never finished")
-            text = config_text(self.config).encode()
+            text = self._signed_config().encode()
             run_dir.write_atomically(self.run_dir / CONFIG_FILE, lambda f: f.write(text))
             (self.run_dir / CHECKPOINT.parent).mkdir(exist_ok=True)
             writer = None

@@ -115,7 +115,7 @@ def parse(text: str) -> Any:
         loader.dispose()
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     """The text of a regular file of at most MAX_BYTES; ConfigError otherwise (the file is never read past that)."""
     shown = printable(str(path))
     try:
@@ -153,7 +153,12 @@ def _read_text(path: Path) -> str:
 def read_file(path: str | Path) -> Any:
     """The parsed contents of a YAML file within the bounds above; ConfigError naming the file and the line."""
     path = Path(path)
-    text = _read_text(path)
+    return parse_file(path, read_text(path))
+
+
+def parse_file(path: Path, text: str) -> Any:
+    """The parsed contents of text, read from the YAML file at path (read_text), within the bounds above;
+    ConfigError naming the file and the line."""
     shown = printable(str(path))
     try:
         data = parse(text)

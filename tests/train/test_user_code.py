@@ -116,8 +116,8 @@ def test_refusals_name_the_real_cause_in_one_line(tmp_path, sections, message):
 
 @pytest.mark.parametrize("refused", [True, False])
 def test_a_refused_config_imports_nothing(tmp_path, refused):
-    """evilmod writes a marker when imported: a config refused for another key never imports it (the valid
-    config shows that the marker would be written)."""
+    """evilmod writes a marker when imported: a config refused for another key never imports it, even trusted (the
+    valid config shows that the marker would be written)."""
     (tmp_path / "evilmod.py").write_text(MARKER_MODULE)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -125,7 +125,7 @@ def test_a_refused_config_imports_nothing(tmp_path, refused):
     if refused:
         config["trainer"]["no_such_key"] = 1
     write_config(run_dir / "config.yaml", config)
-    done = run_cli("evaluate", "--run", run_dir, cwd=tmp_path)
+    done = run_cli("evaluate", "--run", run_dir, "--trust-code", cwd=tmp_path)
     assert done.returncode == 2
     assert (tmp_path / "imported.marker").exists() is not refused, done.stderr
     if refused:
