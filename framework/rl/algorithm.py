@@ -19,7 +19,7 @@ import numpy as np
 from framework import nn
 from framework.plugin import user_code
 from framework.plugin.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink)
-from framework.plugin.schema import ConfigError, Field
+from framework.plugin.schema import ConfigError, Field, one_line, short_repr
 from framework.rl import evaluation, model_factory
 from framework.rl.actor import Actor
 from framework.rl.envs import EnvBuildError, env_id_problem, make_env, missing_extra_message
@@ -59,9 +59,11 @@ SECTIONS: dict[str, Any] = {
 """The config sections of an actor-critic plugin: its environment, its model, its return target."""
 
 
-def env_spaces(config: Config) -> tuple[ObservationLayout, ActionHead]:
+def env_spaces(config: Config, reset: bool = False) -> tuple[ObservationLayout, ActionHead]:
     """How the config's environment is read (rl.spaces); ConfigError naming the real cause when it cannot be
-    built (the config key at fault: env.id or env.kwargs) or has a space that cannot be read."""
+    built (the config key at fault: env.id or env.kwargs) or has a space that cannot be read, and, with `reset`,
+    when its first reset raises or gives an observation its space does not describe: an env every worker would
+    fail with at once is refused before a run starts, not after burning its restarts."""
     env_id = config["env"]["id"]
     missing = missing_extra_message(env_id)
     if missing:
@@ -71,11 +73,30 @@ def env_spaces(config: Config) -> tuple[ObservationLayout, ActionHead]:
     except EnvBuildError as exc:
         raise ConfigError(f"config key '{exc.key}': {exc.problem}") from None
     try:
-        return ObservationLayout.of(env.observation_space), ActionHead(env.action_space)
+        layout, head = ObservationLayout.of(env.observation_space), ActionHead(env.action_space)
+        if reset:
+            _first_observation(env, layout, config)
+        return layout, head
     except SpaceError as exc:
         raise ConfigError(f"config key 'env.id': got {env_id!r} with {exc}") from None
     finally:
         env.close()
+
+
+def _first_observation(env: Any, layout: ObservationLayout, config: Config) -> None:
+    """Reset env once (seeded with the run's seed) and read its observation as workers do; ConfigError if either
+    fails."""
+    shown = f"got {config['env']['id']!r} with env.kwargs {short_repr(config['env']['kwargs'])}"
+    try:
+        observation = env.reset(seed=config["seed"])[0]
+    except (Exception, SystemExit) as exc:
+        raise ConfigError(f"config key 'env.id': {shown}, which raised in its first reset: {type(exc).__name__}: "
+                          f"{one_line(exc)}") from None
+    try:
+        layout.batch([observation])
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise ConfigError(f"config key 'env.id': {shown}, whose first observation does not fit its observation "
+                          f"space {layout.space} ({type(exc).__name__}: {one_line(exc)})") from None
 
 
 def _conv_layers(config: Config, layout: ObservationLayout) -> tuple[tuple[int, int, int], ...]:
@@ -105,10 +126,10 @@ class ActorCriticAlgorithm(Algorithm):
         return config["trainer"]["target_return"]
 
     def check_config(self, config: Config) -> None:
-        """The environment must build (with env.kwargs) and have spaces the model reads (images of at least
-        20x20); a separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images; a
+        """The environment must build (with env.kwargs), reset once and have spaces the model reads (images of at
+        least 20x20); a separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images; a
         model.factory's model must have the members of ActorCriticBase (checked on one forward pass)."""
-        layout, head = env_spaces(config)
+        layout, head = env_spaces(config, reset=True)
         _conv_layers(config, layout)
         if not config["model"]["shared_body"] and config["model"]["lstm"]:
             raise ConfigError("config key 'model.shared_body': got false with model.lstm true; allowed: true with "

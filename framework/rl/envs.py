@@ -3,7 +3,8 @@
 `EnvBatch` keeps the current observations of its n environments in one array,
 so a worker acts with one batched forward pass per step; episodes that end are
 reset in place and their returns and lengths reported. An environment that
-raises is reported as `EnvError` naming the env id and the worker's rank.
+raises (or calls sys.exit) is reported as `EnvError` naming the env id and
+the worker's rank.
 
 Where gymnasium registers a vector entry point for the id that is the same
 environment (same spaces) and can reset a finished env within the step that
@@ -199,9 +200,12 @@ def _missing_module(exc: BaseException) -> str | None:
     return None
 
 
-def _build_problem(env_id: str, kwargs: Mapping[str, Any], exc: Exception) -> tuple[str, str]:
+def _build_problem(env_id: str, kwargs: Mapping[str, Any], exc: BaseException) -> tuple[str, str]:
     """(config key at fault, the rest of the message) for an exception raised while building env_id."""
     shown, text = repr(env_id), str(exc).split(" was raised from the environment creator")[0]
+    if isinstance(exc, SystemExit):
+        return "env.id", (f"got {shown} with env.kwargs {short_repr(dict(kwargs))}, which called sys.exit({exc.code!r}) "
+                          f"while being built")
     if isinstance(exc, TypeError) and _KWARGS_TYPE_ERROR.search(text):
         return "env.kwargs", (f"got {short_repr(dict(kwargs))}; allowed: keyword arguments {env_id} "
                               f"accepts (TypeError: {text})")
@@ -219,14 +223,20 @@ def _build_problem(env_id: str, kwargs: Mapping[str, Any], exc: Exception) -> tu
 
 
 def make_atari(game: str = "ALE/Pong-v5", frame_stack: int = 4, screen_size: int = 84, noop_max: int = 30,
-               terminal_on_life_loss: bool = False, **kwargs: Any) -> gym.Env:
+               terminal_on_life_loss: bool = False, obs_type: str = "rgb", **kwargs: Any) -> gym.Env:
     """An ALE game preprocessed as in A3C/DQN: up to noop_max no-ops at reset, 4 frames per action (max of the
     last two), 84x84 grayscale uint8, the last frame_stack frames stacked: observations (k, 84, 84).
 
-    kwargs go to the ALE environment (e.g. repeat_action_probability); registered as `hogshare/Atari-v0`.
+    With obs_type "ram" the observations are the console's 128 bytes of RAM instead, the last frame_stack of
+    them stacked, (k, 128) uint8, which the model reads through its MLP: ALE repeats each action 4 frames
+    itself (there is no screen to max-pool or resize), and screen_size, noop_max and terminal_on_life_loss,
+    which belong to the screen's preprocessing, are not used. kwargs go to the ALE environment (e.g.
+    repeat_action_probability); registered as `hogshare/Atari-v0`.
     """
     importlib.import_module("ale_py")  # registers the ALE/ ids
-    env = gym.make(game, frameskip=1, **kwargs)
+    if obs_type == "ram":
+        return FrameStackObservation(gym.make(game, obs_type="ram", frameskip=4, **kwargs), frame_stack)
+    env = gym.make(game, frameskip=1, obs_type=obs_type, **kwargs)
     env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=screen_size,
                              terminal_on_life_loss=terminal_on_life_loss, grayscale_obs=True, scale_obs=False)
     return FrameStackObservation(env, frame_stack)
@@ -267,13 +277,20 @@ def make_env(env_id: str, kwargs: Mapping[str, Any] | None = None, rank: int = 0
                 env = gym.make(source.gym_id, disable_env_checker=True, **source.kwargs)
             else:
                 env = source.factory(**source.kwargs)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in an env's __init__ ends no process
             raise EnvBuildError(env_id, rank, *_build_problem(env_id, kwargs or {}, exc)) from exc
     for warning in caught:
         warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     if not isinstance(env, gym.Env):
         raise EnvBuildError(env_id, rank, "env.id", f"got {env_id!r}, which returned a {type(env).__name__}; "
                             f"allowed: a gymnasium.Env subclass or a callable that returns a gymnasium.Env")
+    for name in ("observation_space", "action_space"):
+        space = getattr(env, name, None)
+        if not isinstance(space, gym.spaces.Space):
+            env.close()
+            raise EnvBuildError(env_id, rank, "env.id", f"got {env_id!r}, whose {name} is "
+                                f"{'missing' if space is None else f'a {type(space).__name__}'}; allowed: an Env "
+                                f"that sets observation_space and action_space to gymnasium spaces")
     return env
 
 
@@ -308,14 +325,14 @@ class _LoopEnvs:
         self.frames: list[Any] | None = [None] * n if render else None
         """With render: each env's latest rgb_array frame (see the module docstring); else None."""
 
-    def _error(self, i: int, what: str, exc: Exception) -> EnvError:
+    def _error(self, i: int, what: str, exc: BaseException) -> EnvError:
         return EnvError(f"environment {self.env_id} (worker {self.rank}, env {i}) raised in {what}: "
                         f"{type(exc).__name__}: {exc}")
 
     def _reset(self, i: int, seed: int | None = None) -> Any:
         try:
             observation = self.envs[i].reset(seed=seed)[0]
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise self._error(i, "reset", exc) from exc
         self._render(i)
         return observation
@@ -326,7 +343,7 @@ class _LoopEnvs:
             return
         try:
             frame = self.envs[i].render()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise self._error(i, "render", exc) from exc
         if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3
                 and frame.shape[2] == 3):
@@ -352,7 +369,7 @@ class _LoopEnvs:
         for i, env in enumerate(self.envs):
             try:
                 observation, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 raise self._error(i, "step", exc) from exc
             if self.lives is not None:
                 self.lives[i] = info.get("lives", -1)
@@ -399,7 +416,7 @@ class _VectorEnvs:
                                       vectorization_mode="vector_entry_point", **kwargs)
         except TypeError:  # arguments that only the single env takes
             return None
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise EnvError(f"environment {env_id} (worker {rank}) could not be built as a vector env: {exc}") from exc
         single = make_env(env_id, kwargs=source.kwargs, rank=rank)
         same = (single.observation_space == vector_env.single_observation_space
@@ -410,7 +427,7 @@ class _VectorEnvs:
         vector_env.close()
         return None
 
-    def _error(self, what: str, exc: Exception) -> EnvError:
+    def _error(self, what: str, exc: BaseException) -> EnvError:
         return EnvError(f"environment {self.env_id} (worker {self.rank}, vector env) raised in {what}: "
                         f"{type(exc).__name__}: {exc}")
 
@@ -423,14 +440,14 @@ class _VectorEnvs:
         self.vector_env.action_space.seed(seed)
         try:
             return self.vector_env.reset(seed=seed)[0]
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise self._error("reset", exc) from exc
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]:
         """As _LoopEnvs.step, from one call of the vector env."""
         try:
             observations, rewards, terminated, truncated, info = self.vector_env.step(actions)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise self._error("step", exc) from exc
         if self.lives is not None:
             self.lives[...] = info.get("lives", -1)

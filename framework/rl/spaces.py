@@ -109,6 +109,11 @@ class ObservationLayout:
     image_shape: tuple[int, ...] | None
     vector_size: int
 
+    def __post_init__(self) -> None:
+        if int(np.prod(self.shape)) == 0:
+            raise SpaceError(f"observation space {self.space}, which has no elements; allowed: a space of at least "
+                             f"one element")
+
     @classmethod
     def of(cls, space: gym.Space) -> "ObservationLayout":
         """The layout of space; SpaceError for a space A3C cannot read."""
@@ -183,6 +188,9 @@ class ActionHead:
             raise SpaceError(f"action space {space} is not one A3C can act in; allowed: Discrete, Box, "
                              f"MultiDiscrete or MultiBinary of one axis (wrap the env in a gymnasium.ActionWrapper "
                              f"that maps one of these to its actions)")
+        if self.size == 0:
+            raise SpaceError(f"action space {space}, which has no elements; allowed: a space of at least one "
+                             f"element")
 
     @property
     def continuous(self) -> bool:

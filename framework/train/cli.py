@@ -86,15 +86,15 @@ def _outcome(s: dict, algorithm: Algorithm, config: dict) -> str:
 def _next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path, trust_code: bool = False) -> str:
     """The lines after the outcome: where the checkpoint is and the commands that use the run next (a resume that
     would stop at once raises the budget that stopped it, to twice its value; --trust-code where the run's code
-    needs it: its config.yaml could not be signed)."""
+    needs it: its config.yaml could not be signed; no evaluation of a run that took no step: it learned nothing)."""
     run = shlex.quote(str(run_dir)) + " --trust-code" * trust_code
     more = {"total_steps reached": "total_steps", "max_seconds reached": "max_seconds"}.get(s["stop_reason"])
     doubled = None if more is None else config["trainer"][more] * 2
     budget = "" if more is None else f" --set trainer.{more}={doubled if isinstance(doubled, int) else f'{doubled:g}'}"
     saved = f"checkpoint: {checkpoint}" if checkpoint.is_file() else "checkpoint: none was written"
-    return "\n".join([saved, f"next: evaluate --run {run}",
-                      f"      tensorboard --logdir {shlex.quote(str(run_dir.parent))}",
-                      f"      train --resume {run}{budget}"])
+    commands = [f"evaluate --run {run}"] * (s["env_steps"] > 0) + [
+        f"tensorboard --logdir {shlex.quote(str(run_dir.parent))}", f"train --resume {run}{budget}"]
+    return "\n".join([saved, *(("next: " if i == 0 else " " * 6) + command for i, command in enumerate(commands))])
 
 
 def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:

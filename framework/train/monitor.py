@@ -4,7 +4,8 @@ It reads the workers' counters from shared memory (no queue traffic), logs
 TensorBoard scalars and histograms, shows progress, checkpoints atomically,
 evaluates every `trainer.eval_every_s`, records a video of a greedy episode
 every `logging.video_every_s`, handles workers that end (abort, or restart up
-to `max_restarts`; workers lost with their machine, a Ray node, are restarted
+to `max_restarts`, but not once as many have failed as the run has processes
+before its first step; workers lost with their machine, a Ray node, are restarted
 under the same budget or left out while others run), logs the backend's own
 metrics and summary entries, and stops the run on total steps, wall time, the
 target mean return, an evaluation's own target, too many non-finite updates
@@ -148,6 +149,10 @@ class Monitor:
         self.evaluation_error: str | None = None  # the last failed evaluation, reported once until it changes
         self.video_error: str | None = None  # the last failed video, the same
         self.video_steps: int | None = None  # env steps of the last video
+        self.first_steps = self.stats.snapshot().total(STEPS)  # a resumed run's restored count
+        self.failures_before_a_step = 0
+        """Workers that failed before this session took its first step: as many as it has processes, and no
+        restart is tried (an environment that fails in every worker's first reset)."""
         self.start = time.monotonic()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -252,7 +257,10 @@ class Monitor:
             if ended.clean:
                 continue
             self.say(ended.report())
-            may_restart = self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]
+            if self.stats.snapshot().total(STEPS) == self.first_steps:
+                self.failures_before_a_step += 1
+            may_restart = (self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]
+                           and self.failures_before_a_step < self.stats.workers)
             if may_restart:
                 pool.restart(ended.rank)
                 what = "the lost workers on another node" if ended.lost else ended.name
@@ -265,6 +273,9 @@ class Monitor:
                 why = "no workers left"
             elif self.tcfg["on_worker_failure"] == "abort":
                 why = "on_worker_failure: abort"
+            elif self.failures_before_a_step >= self.stats.workers:
+                why = (f"{self.failures_before_a_step} failures, as many as the run has processes, before its first "
+                       f"step: a restart would fail alike")
             else:
                 why = f"max_restarts ({self.tcfg['max_restarts']}) used up"
             self.failed = ended.summary

@@ -211,6 +211,42 @@ class SlowStepCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class SpacelessEnv(gym.Env):
+    """An env class that never sets `observation_space` (only its action space)."""
+
+    def __init__(self):
+        self.action_space = gym.spaces.Discrete(2)
+
+
+class EmptyBoxCartPole(CartPoleEnv):
+    """A CartPole whose `space` ('observation' or 'action') is a Box of shape (0,)."""
+
+    def __init__(self, space: str = "observation", **kwargs):
+        super().__init__(**kwargs)
+        setattr(self, f"{space}_space", gym.spaces.Box(-1.0, 1.0, (0,), np.float32))
+
+
+class ExitingOnBuildCartPole(CartPoleEnv):
+    """Calls sys.exit(`code`) in its __init__, as a library that gives up may."""
+
+    def __init__(self, code: int = 3, **kwargs):
+        sys.exit(code)
+
+
+class RaisingOnResetCartPole(CartPoleEnv):
+    """Raises RuntimeError in every reset (`where`: "everywhere"), or in a worker's only ("workers"): an env that
+    cannot start an episode, which config checks in the main process see or do not."""
+
+    def __init__(self, where: str = "everywhere", **kwargs):
+        super().__init__(**kwargs)
+        self.where = where
+
+    def reset(self, *, seed=None, options=None):
+        if self.where == "everywhere" or multiprocessing.parent_process() is not None:
+            raise RuntimeError("injected fault in reset")
+        return super().reset(seed=seed, options=options)
+
+
 gym.register("RaisingCartPole-v0", entry_point=RaisingCartPole, max_episode_steps=500)
 gym.register("UnrenderedCartPole-v0", entry_point=UnrenderedCartPole, max_episode_steps=500)
 gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)

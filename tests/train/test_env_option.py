@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from framework.train import shipped_configs
+from framework.train import read_checkpoint, shipped_configs
 from framework.plugin.schema import ConfigError
 from extras import ATARI
 from train_cli import CONFIGS, only_run_dir, run_cli
@@ -91,3 +91,19 @@ def test_bad_env_arguments_exit_2_with_one_line(tmp_path, argv, message):
     assert done.returncode == 2
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not any(tmp_path.iterdir())
+
+
+@ATARI
+def test_an_ale_game_trains_on_its_ram_with_an_mlp(tmp_path):
+    """obs_type=ram: the console's 128 bytes (the last 4 stacked), read by the MLP; the screen's preprocessing
+    (frame pooling, resizing) is not applied to them."""
+    done = run_cli("train", "--env", "ALE/Pong-v5", "--logdir", tmp_path, "--set", "env.kwargs.obs_type=ram",
+                   "--set", "trainer.workers=1", "--set", "env.envs_per_worker=2", "--set", "trainer.total_steps=400",
+                   "--set", "logging.progress=false", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "restarting" not in done.stderr
+    run_dir = only_run_dir(tmp_path)
+    saved = read_checkpoint(run_dir)
+    assert saved["body.1.weight"].shape[1] == 4 * 128  # the MLP (after Flatten) reads the stacked RAM
+    evaluated = run_cli("evaluate", "--run", run_dir, "--episodes", 1, "--max-steps", 200, timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr
