@@ -97,7 +97,13 @@ def exit_lines(exits: list[WorkerExit]) -> list[str]:
 
 
 class RunState:
-    """What a run carries across checkpoints and resumes: totals, the return window, seeds' generations."""
+    """What a run carries across checkpoints and resumes: totals, the return window, seeds' generations.
+
+    A resumed run starts with the saved window of returns but not with the saved `solved_at`: its target (which
+    the resume may have changed: `--set trainer.target_return=HIGHER`) is reached only when episodes of its own
+    bring the mean of the last `target_window` returns to it (`Monitor._collect_episodes` checks as episodes
+    arrive), so a resume never stops at once on what an earlier session reached.
+    """
 
     def __init__(self, workers: int, window: int):
         self.wall_offset = 0.0
@@ -111,7 +117,6 @@ class RunState:
                                                          saved["skipped_updates"]]
         stats.restore(counters)
         self.wall_offset = float(saved["wall_seconds"])
-        self.solved_at = saved["solved_at_seconds"]
         self.window.extend(float(r) for r in saved["recent_returns"])
         generations = list(saved["generations"])[:len(self.generations)]
         self.generations[:len(generations)] = generations

@@ -1,6 +1,7 @@
 """Bad files and arguments (faults 9 and 10) and untrusted input that must never be unpickled: damaged
 checkpoints on `--resume`, broken configs, a checkpoint carrying a pickle, a YAML file with a Python tag."""
 import io
+import json
 import os
 import re
 import shutil
@@ -211,6 +212,34 @@ def test_resume_applies_optimizer_overrides_and_refuses_structural_changes(watch
     [group] = resumed["param_groups"]
     assert (group["eps"], group["betas"], group["weight_decay"], group["lr"]) == (0.5, [0.5, 0.6], 0.1, 0.0005)
     assert float(resumed["state"][0]["step"]) > float(saved["optimizer"]["state"][0]["step"])
+
+
+@pytest.mark.fault("20", "`train --resume` of a run that stopped at its target (30, window 20) with "
+                         "`--set trainer.target_return=1000000`, and again with the target at 30",
+                   "the higher target does not stop the resumed run: it trains to its step budget, solved_at null "
+                   "(today: it ends at once, exit 0, `target_return reached`, 0 env steps/s); the same target stops "
+                   "it only once episodes of its own keep the window's mean at it (more env steps than saved)")
+def test_a_resumed_run_stops_at_a_target_only_when_its_own_episodes_reach_it(watch, tmp_path, logdir):
+    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"target_return": 30, "target_window": 20,
+                                                                    "total_steps": 200_000}))
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run_dir(logdir)
+    solved = json.loads((run_dir / "summary.json").read_text())
+    assert solved["stop_reason"] == "target_return reached", solved
+    budget = solved["env_steps"] + 3000
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.target_return=1000000",
+                   "--set", f"trainer.total_steps={budget}")
+    assert done.returncode == 0, done.stderr
+    higher = json.loads((run_dir / "summary.json").read_text())
+    assert higher["stop_reason"] == "total_steps reached" and higher["env_steps"] >= budget, higher
+    assert higher["solved_at_seconds"] is None and "target not reached" in done.stdout
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.target_return=30",
+                   "--set", f"trainer.total_steps={budget * 10}")
+    assert done.returncode == 0, done.stderr
+    again = json.loads((run_dir / "summary.json").read_text())
+    assert again["stop_reason"] == "target_return reached" and again["env_steps"] > higher["env_steps"], again
+    assert again["solved_at_seconds"] > higher["wall_seconds"]
 
 
 @pytest.mark.fault("10", "config faults through `train --config`: malformed YAML, unknown key, wrong type, "

@@ -27,14 +27,12 @@ LEARN = dict(trainer={"total_steps": 150_000, "target_return": 100, "target_wind
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """One short CartPole run shared by the tests that inspect its results."""
-    for seed in (1, 2):  # lock-free asynchronous runs are not deterministic: a rare one collapses, so a second seed
-        logdir = tmp_path_factory.mktemp("runs")
-        config = write_config(logdir.parent / "learn.yaml", cartpole_config(seed=seed, **LEARN))
-        done = run_cli("train", "--config", config, "--logdir", logdir)
-        assert done.returncode == 0, done.stderr
-        if _summary(only_run_dir(logdir))["stop_reason"] == "target_return reached":
-            break
+    """One short CartPole run shared by the tests that inspect its results (one seed: a run that does not learn
+    within three times the steps the slowest of 12 needed fails test_short_run_learns, as it should)."""
+    logdir = tmp_path_factory.mktemp("runs")
+    config = write_config(logdir.parent / "learn.yaml", cartpole_config(seed=1, **LEARN))
+    done = run_cli("train", "--config", config, "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
     return done, only_run_dir(logdir)
 
 
@@ -131,7 +129,7 @@ def test_resume_continues_counters_step_axis_and_optimizer_state(trained, tmp_pa
     assert after["env_steps"] >= target and after["stop_reason"] == "total_steps reached"
     for key in ("updates", "episodes", "wall_seconds"):
         assert after[key] > before[key], key
-    assert after["solved_at_seconds"] == before["solved_at_seconds"]
+    assert before["solved_at_seconds"] is not None and after["solved_at_seconds"] is None  # no target this time
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["trainer"]["total_steps"] == target and config["trainer"]["target_return"] is None
     state = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")
