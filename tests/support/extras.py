@@ -1,4 +1,5 @@
-"""Skip markers for tests that need an optional extra: CI's first configuration installs only `test`."""
+"""Skip markers for tests that need an optional extra: CI's first configuration installs only `test`, its second
+`atari` and `box2d` too (.ci/run), where these run."""
 from __future__ import annotations
 
 import importlib.util
