@@ -130,7 +130,7 @@ def test_a_writer_killed_inside_an_update_does_not_block_snapshots():
     stats.counters[1, SEQ] = 7  # as a worker SIGKILLed between the two halves of add_update leaves it
     start = time.monotonic()
     stats.snapshot()
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 10  # a snapshot waiting for the sequence to even out would never return
     stats.writer(1).add_update({"loss": 1.0}, lag=0)  # its replacement evens the sequence first
     assert stats.counters[1, SEQ] % 2 == 0
 

@@ -128,8 +128,10 @@ def exit_with(rank: int, code: int) -> None:
     sys.exit(code)
 
 
-def ignore_sigterm_forever() -> None:
+def ignore_sigterm_forever(ignoring) -> None:
+    """Ignore SIGTERM, say so (set the event `ignoring`), then live on."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ignoring.set()
     while True:
         time.sleep(1)
 

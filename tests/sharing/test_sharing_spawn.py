@@ -115,11 +115,12 @@ def test_process_exceptions_pickle():
 @pytest.mark.timeout(60)
 def test_terminate_processes_escalates_to_sigkill():
     ctx = sharing.get_context("fork")
-    stubborn = ctx.Process(target=ignore_sigterm_forever)
+    ignoring = ctx.Event()
+    stubborn = ctx.Process(target=ignore_sigterm_forever, args=(ignoring,))
     polite = ctx.Process(target=sleep_forever)
     never_started = ctx.Process(target=sleep_forever)
     stubborn.start(), polite.start()
-    time.sleep(0.3)                                      # let the stubborn one install its handler
+    assert ignoring.wait(30)                             # the stubborn one ignores SIGTERM from here on
     lifecycle.terminate_processes([stubborn, polite, never_started], grace_s=0.5)
     assert stubborn.exitcode == -signal.SIGKILL and polite.exitcode == -signal.SIGTERM
     with pytest.raises(ValueError, match="grace_s"):
