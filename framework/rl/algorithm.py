@@ -22,7 +22,7 @@ from framework.plugin.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, C
 from framework.plugin.schema import ConfigError, Field, one_line, short_repr
 from framework.rl import evaluation, model_factory
 from framework.rl.actor import Actor
-from framework.rl.envs import EnvBuildError, env_id_problem, make_env, missing_extra_message
+from framework.rl.envs import ATARI_ID, EnvBuildError, env_id_problem, make_env, missing_extra_message
 from framework.rl.model import IMAGE_CONV, ActorCritic, ActorCriticBase, conv_output_sides
 from framework.rl.normalization import Normalization
 from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError
@@ -116,8 +116,11 @@ class ActorCriticAlgorithm(Algorithm):
     sections = SECTIONS
 
     def default_experiment(self, config: Config) -> str:
-        """<name>-<env id>, e.g. a3c-cartpole-v1 (a factory's `module:Name` becomes module-name)."""
-        return f"{self.name}-{config['env']['id']}"
+        """<name>-<env id>, e.g. a3c-cartpole-v1 (a factory's `module:Name` becomes module-name; hogshare/Atari-v0
+        is named after its game: impala-ale-breakout-v5)."""
+        env = config["env"]
+        game = env["kwargs"].get("game") if env["id"] == ATARI_ID else None
+        return f"{self.name}-{game if isinstance(game, str) else env['id']}"
 
     def window(self, config: Config) -> int:
         return config["trainer"]["target_window"]

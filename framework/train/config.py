@@ -307,8 +307,41 @@ def apply_overrides(raw: Any, overrides: Sequence[str]) -> Any:
 
 def load_config(source: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> Config:
     """Read (a YAML file's path) or take (a mapping: a config as a YAML file would hold it, or a checked one),
-    override, fill in and check a config; raises ConfigError."""
-    return validate(apply_overrides(read_yaml(source) if isinstance(source, (str, Path)) else source, overrides))
+    override, fill in and check a config; raises ConfigError. A run pointed at another environment by an
+    override is named after it (`named_after_its_env`)."""
+    raw = read_yaml(source) if isinstance(source, (str, Path)) else source
+    return validate(named_after_its_env(raw, apply_overrides(raw, overrides), overrides))
+
+
+def _env_task(raw: Any) -> tuple[str, ...]:
+    """The environment a raw config trains on, as a run name ends with it: its id without namespace, with and
+    without its version (CartPole-v1: cartpole-v1, cartpole; ALE/Pong-v5: pong-v5, pong; for hogshare/Atari-v0,
+    its game's); () without one."""
+    env = raw.get("env") if isinstance(raw, dict) else None
+    env_id = env.get("id") if isinstance(env, dict) else None
+    game = (env.get("kwargs") or {}).get("game") if isinstance(env, dict) and isinstance(env.get("kwargs"), dict) \
+        else None
+    env_id = game if env_id == "hogshare/Atari-v0" and isinstance(game, str) else env_id
+    if not isinstance(env_id, str):
+        return ()
+    name = env_id.rpartition(":")[2].rpartition("/")[2]
+    return experiment_name(name), experiment_name(re.sub(r"-v\d+$", "", name))
+
+
+def named_after_its_env(raw: Any, overridden: Any, overrides: Sequence[str]) -> Any:
+    """overridden (raw with overrides applied) without its `experiment` where the overrides point the run at
+    another environment than raw's and raw's experiment names raw's environment (it ends with it:
+    a3c-cartpole for CartPole-v1), unless an override sets experiment too: validate then names the run after
+    the new one (a3c-acrobot-v1). A name that does not name the config's environment is kept."""
+    keys = {parse_override(text)[0][0] for text in overrides}
+    task = _env_task(raw)
+    experiment = raw.get("experiment") if isinstance(raw, dict) else None
+    if "env" not in keys or "experiment" in keys or not isinstance(experiment, str) or _env_task(overridden) == task:
+        return overridden
+    name = experiment_name(experiment)
+    if not any(name == t or name.endswith("-" + t) for t in task):
+        return overridden
+    return {key: value for key, value in overridden.items() if key != "experiment"}
 
 
 def string_override(key: str, value: str) -> str:

@@ -80,6 +80,7 @@ def test_env_with_config_sets_env_id(tmp_path):
     assert done.returncode == 0, done.stderr
     config = yaml.safe_load((only_run_dir(tmp_path) / "config.yaml").read_text())
     assert (config["env"]["id"], config["trainer"]["target_return"]) == ("Acrobot-v1", 475.0)
+    assert only_run_dir(tmp_path).name.startswith("a3c-acrobot-v1-")  # not a3c-cartpole: named after its env
 
 
 @pytest.mark.parametrize("argv, message", [

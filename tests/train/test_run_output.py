@@ -11,7 +11,8 @@ import pytest
 from framework.plugin.formatting import finite_json, significant
 from framework.train.progress import Progress
 from run_configs import cartpole_config, hogwild_config
-from train_cli import run_cli, train
+from framework.train.config import load_config
+from train_cli import CONFIGS, run_cli, train
 
 
 def _strict_json(text: str) -> dict:
@@ -61,6 +62,20 @@ def test_a_run_names_its_directory_after_its_env_and_says_what_to_do_next(tmp_pa
     resumed = run_cli(*resume)
     assert resumed.returncode == 0, resumed.stderr
     assert 4000 <= _summary(run)["env_steps"] and resumed.stdout.startswith(f"{run}: total_steps reached; ")
+
+
+@pytest.mark.parametrize("config, overrides, name", [
+    ("a3c.yaml", ["env.id=Acrobot-v1"], "a3c-acrobot-v1"),  # a3c-cartpole names CartPole: named after Acrobot
+    ("impala_pong.yaml", ["env.kwargs.game=ALE/Breakout-v5"], "impala-ale-breakout-v5"),
+    ("a3c.yaml", ["env.id=Acrobot-v1", "experiment=mine"], "mine"),
+    ("a3c.yaml", ["env.envs_per_worker=2"], "a3c-cartpole"),
+    ("a3c_ray.yaml", ["env.id=Acrobot-v1"], "a3c-cartpole-ray"),  # a name that is more than its env's is kept
+    ("a3c_continuous.yaml", ["env.id=MountainCarContinuous-v0"], "a3c-continuous"),
+], ids=["env.id", "atari game", "experiment set too", "same env", "a3c-cartpole-ray", "a3c-continuous"])
+def test_a_config_pointed_at_another_env_is_named_after_it(config, overrides, name):
+    if "pong" in config:
+        pytest.importorskip("ale_py", reason="the atari extra is not installed")
+    assert load_config(CONFIGS / config, overrides)["experiment"] == name
 
 
 def test_an_explicit_experiment_keeps_its_name(tmp_path):
