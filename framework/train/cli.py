@@ -30,7 +30,7 @@ from framework.plugin.algorithm import Algorithm, Evaluation, FrameSink
 from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config,
-                                    string_override, validate)
+                                    parse_override, string_override, validate)
 from framework.plugin.formatting import significant
 from framework.train.progress import Output, reopen_closed_streams
 from framework.train.resume import check_changes
@@ -116,7 +116,9 @@ def _new_run_config(path: str | None, env_id: str | None, overrides: list[str]) 
     quoted = string_override("env.id", env_id)
     if path is not None:
         return path, [quoted, *overrides]
-    choice = shipped_configs.choose(env_id)
+    kwargs = apply_overrides({"env": {"kwargs": {}}}, [text for text in overrides
+                                                      if parse_override(text)[0][:2] == ["env", "kwargs"]])
+    choice = shipped_configs.choose(env_id, kwargs["env"]["kwargs"])
     print(shipped_configs.describe(choice), file=Output(sys.stderr), flush=True)
     return choice.path, [*choice.overrides, *overrides]
 

@@ -8,7 +8,12 @@ IMPALA's Pong config (ALE ids), continuous
 observations go through the convolutional body in each);
 the target return is then the one gymnasium registers for ID
 (`spec.reward_threshold`), or none, and the run directory is named after ID
-(a3c-mountaincar-v0-...). The configs live in the checkout's
+(a3c-mountaincar-v0-...). `env.kwargs` given with `--env` (`--set
+env.kwargs.continuous=true`) are taken into account: a shipped config whose
+environment they give other spaces (LunarLander-v3's discrete config, for
+continuous actions) is passed over for the default for the new spaces, and a
+default then sets no target return, since gymnasium's threshold is for the
+id as registered (FrozenLake-v1's 0.7 is for the slippery map). The configs live in the checkout's
 `configs/` (an editable install) or, installed from a wheel, in
 `<prefix>/share/hogshare/configs`.
 """
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from framework.plugin.schema import ConfigError, printable
+from framework.plugin.schema import ConfigError, printable, short_repr
 from framework.train.config import experiment_name
 
 if TYPE_CHECKING:
@@ -80,15 +85,15 @@ def _has_image(space: "gym.Space") -> bool:
     return any(_has_image(child) for child in values)
 
 
-def _spaces(env_id: str) -> tuple["gym.Space", "gym.Space", float | None]:
-    """(observation space, action space, registered reward threshold) of env_id; ConfigError if it cannot be
-    built."""
+def _spaces(env_id: str, kwargs: dict | None = None) -> tuple["gym.Space", "gym.Space", float | None]:
+    """(observation space, action space, registered reward threshold) of env_id made with kwargs; ConfigError if
+    it cannot be built."""
     from framework.rl.envs import EnvBuildError, env_id_problem, make_env
     problem = env_id_problem(env_id)
     if problem is not None:
         raise ConfigError(f"argument --env: got {printable(repr(env_id))}; allowed: {problem}")
     try:
-        env = make_env(env_id, {})
+        env = make_env(env_id, kwargs or {})
     except EnvBuildError as exc:  # names the real cause: an unknown id, a missing module and its extra
         raise ConfigError(f"argument --env: {exc.problem}") from None
     try:
@@ -98,15 +103,29 @@ def _spaces(env_id: str) -> tuple["gym.Space", "gym.Space", float | None]:
         env.close()
 
 
-def choose(env_id: str) -> Choice:
-    """The config `train --env env_id` trains with; ConfigError when env_id cannot be built."""
+def _made_for(path: Path, kwargs: dict) -> bool:
+    """Whether the shipped config at path makes an environment of the same spaces with kwargs added to its own
+    env.kwargs as without them."""
+    env = yaml.safe_load(path.read_text())["env"]
+    own = dict(env.get("kwargs") or {})
+    return _spaces(env["id"], own)[:2] == _spaces(env["id"], {**own, **kwargs})[:2]
+
+
+def choose(env_id: str, kwargs: dict | None = None) -> Choice:
+    """The config `train --env env_id` trains with, for the env.kwargs given with it; ConfigError when env_id cannot
+    be built."""
     directory = configs_dir()
-    if env_id in PREFERRED and (directory / PREFERRED[env_id]).is_file():
-        return Choice(directory / PREFERRED[env_id], (), f"the shipped config for {env_id}")
-    for path in sorted(directory.glob("*.yaml")):
-        if path.name != CONTINUOUS_DEFAULT and _shipped_env_id(path) == env_id:
+    kwargs = kwargs or {}
+    shipped = [directory / PREFERRED[env_id]] if env_id in PREFERRED and (directory / PREFERRED[env_id]).is_file() \
+        else []
+    shipped += [path for path in sorted(directory.glob("*.yaml"))
+                if path.name != CONTINUOUS_DEFAULT and _shipped_env_id(path) == env_id]
+    for path in shipped[:1]:
+        if not kwargs or _made_for(path, kwargs):
             return Choice(path, (), f"the shipped config for {env_id}")
-    observation, action, threshold = _spaces(env_id)
+    observation, action, threshold = _spaces(env_id, kwargs)
+    if kwargs:
+        threshold = None  # gymnasium's is for the id as registered
     import gymnasium as gym
     from framework.rl.envs import extra_needed
     if extra_needed(env_id) == "atari":
@@ -115,6 +134,8 @@ def choose(env_id: str) -> Choice:
         name, kind = CONTINUOUS_DEFAULT, "continuous actions"
     else:
         name, kind = DEFAULT, "discrete actions"
+    if shipped and shipped[0].name == name:  # the default for the new spaces is the shipped config itself
+        return Choice(shipped[0], (), f"the shipped config for {env_id}")
     default = yaml.safe_load((directory / name).read_text())
     experiment = experiment_name(f"{default['algorithm']['name']}-{env_id}")  # the run directory names env_id
     overrides = (f"env.id={_quoted(env_id)}", "env.kwargs={}", f"trainer.target_return={_quoted(threshold)}",
@@ -122,6 +143,10 @@ def choose(env_id: str) -> Choice:
     if _has_image(observation) and default["env"].get("normalize_obs"):
         overrides += ("env.normalize_obs=false",)
     target = "no target return" if threshold is None else f"target return {threshold:g} (gymnasium's)"
+    if kwargs:
+        target += f" (gymnasium's is for {env_id} as registered, not with env.kwargs {short_repr(kwargs)})"
+    if shipped:
+        kind += f" ({shipped[0].name} is for {env_id}'s spaces without these env.kwargs)"
     return Choice(directory / name, overrides, f"the default for {kind}, {target}")
 
 

@@ -53,6 +53,28 @@ def test_image_observations_are_not_normalised_by_the_continuous_default():
                                 'experiment="a3c-custom_envs-imagegoalbox"', "env.normalize_obs=false")
 
 
+def test_env_kwargs_that_change_the_spaces_pass_the_shipped_config_over():
+    """LunarLander-v3's shipped config is for its discrete actions: with continuous=true the default for continuous
+    actions is taken; kwargs that keep the spaces keep the shipped config."""
+    choice = shipped_configs.choose("LunarLander-v3", {"continuous": True})
+    assert choice.path == CONFIGS / "a3c_continuous.yaml"
+    assert "a3c_lunarlander.yaml is for LunarLander-v3's spaces without these env.kwargs" in choice.reason
+    assert shipped_configs.choose("LunarLander-v3", {"enable_wind": True}).path == CONFIGS / "a3c_lunarlander.yaml"
+
+
+def test_env_kwargs_drop_gymnasiums_target_which_is_for_the_id_as_registered(tmp_path):
+    """FrozenLake-v1 registers 0.7 for its slippery map: `--set env.kwargs.is_slippery=false` trains with no
+    target (one is set with --set trainer.target_return)."""
+    assert "trainer.target_return=0.7" in shipped_configs.choose("FrozenLake-v1").overrides
+    done = run_cli("train", "--env", "FrozenLake-v1", "--logdir", tmp_path, "--set", "env.kwargs.is_slippery=false",
+                   "--set", "trainer.total_steps=500", "--set", "logging.progress=false", timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert ("no target return (gymnasium's is for FrozenLake-v1 as registered, not with env.kwargs "
+            "{'is_slippery': False})") in done.stderr
+    config = yaml.safe_load((only_run_dir(tmp_path) / "config.yaml").read_text())
+    assert config["env"]["kwargs"] == {"is_slippery": False} and config["trainer"]["target_return"] is None
+
+
 def test_an_id_without_a_registered_threshold_trains_without_a_target():
     assert "trainer.target_return=null" in shipped_configs.choose("Blackjack-v1").overrides
 

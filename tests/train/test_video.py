@@ -95,7 +95,7 @@ def test_record_names_the_suffixes_it_writes(tmp_path, name):
     assert code == 2 and out == ""
     assert err == (f"evaluate: error: argument --record: got '{tmp_path / name}'; allowed: a file name ending in "
                    f".gif or .mp4 (usage: evaluate [-h] --run RUN_DIR [--episodes EPISODES] [--seed SEED] "
-                   f"[--max-steps N] [--max-seconds S] [--record FILE] [--export FILE])\n")
+                   f"[--max-steps N] [--max-seconds S] [--record FILE] [--export FILE] [--trust-code])\n")
 
 
 def test_record_into_a_missing_directory_is_one_line(finished_run, tmp_path):
@@ -118,8 +118,8 @@ def test_record_refuses_an_algorithm_without_an_environment(tmp_path):
 def test_record_refuses_an_environment_that_renders_no_frames(run_copy, tmp_path):
     config = yaml.safe_load((run_copy / "config.yaml").read_text())
     config["env"]["id"] = "fault_envs:UnrenderedCartPole-v0"  # the same spaces: the checkpoint still loads
-    write_config(run_copy / "config.yaml", config)
-    done = run_cli("evaluate", "--run", run_copy, "--record", tmp_path / "a.gif")
+    write_config(run_copy / "config.yaml", config)  # edited by hand: its code is imported with --trust-code
+    done = run_cli("evaluate", "--run", run_copy, "--record", tmp_path / "a.gif", "--trust-code")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == ("evaluate: error: config key 'env.id': environment fault_envs:UnrenderedCartPole-v0 "
                            "rendered NoneType where an rgb_array frame (height, width, 3) uint8 was asked for (its "
