@@ -291,6 +291,17 @@ def run_cli(watch: Watch, *args: object, command: str = "train", timeout: float 
     return train_cli.run_cli(command, *args, timeout=timeout, env=popen.pop("env", None) or watch.env(), **popen)
 
 
+def short_run(tmp: Path, total_steps: int = 2000) -> Path:
+    """The run directory of a fast_config run of total_steps made by the real train in tmp/runs (for module
+    fixtures that copy or read it); the run must end with exit 0 and leave nothing behind."""
+    watch = Watch(tmp)
+    config = write_config(tmp / "c.yaml", fast_config(trainer={"total_steps": total_steps}))
+    done = run_cli(watch, "--config", config, "--logdir", tmp / "runs")
+    assert done.returncode == 0, done.stderr
+    assert not watch.leftovers()
+    return only_run_dir(tmp / "runs")
+
+
 def wait_for_file(path: Path, timeout: float = 60) -> Path:
     """path, once it exists."""
     if not wait_until(path.exists, timeout):

@@ -24,7 +24,7 @@ from framework.plugin.run_stats import RunStats
 from framework.plugin.schema import INT64_MAX, MAX_ITEMS, Field
 from framework.train.run_checkpoint import load_optimizer_state, read_checkpoint
 from npz_files import npy, peak_bytes, read_zip, write_zip
-from reliability_support import Watch, fast_config, only_run_dir, run_cli, write_config
+from reliability_support import Watch, only_run_dir, run_cli, short_run, write_config
 from train_cli import call_main, summary
 
 pytestmark = pytest.mark.timeout(300)
@@ -290,13 +290,7 @@ def _mutate_entry(data, entries: dict[str, bytes]) -> None:
 @pytest.fixture(scope="module")
 def checkpoint_parts(tmp_path_factory):
     """A finished run's config, checkpoint entries and metadata skeleton."""
-    tmp = tmp_path_factory.mktemp("finished")
-    watch = Watch(tmp)
-    done = run_cli(watch, "--config", write_config(tmp / "c.yaml", fast_config(trainer={"total_steps": 2000})),
-                   "--logdir", tmp / "runs")
-    assert done.returncode == 0, done.stderr
-    assert not watch.leftovers()
-    finished_run = only_run_dir(tmp / "runs")
+    finished_run = short_run(tmp_path_factory.mktemp("finished"))
     config = validate(yaml.safe_load((finished_run / "config.yaml").read_text()))
     entries = read_zip(finished_run / "checkpoints" / "checkpoint.npz")
     meta = np.lib.format.read_array(io.BytesIO(entries["__meta__.npy"]))

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from framework.train.checkpoint import load_checkpoint
-from reliability_support import Watch, fast_config, only_run_dir, run_cli, write_config
+from reliability_support import fast_config, only_run_dir, run_cli, short_run, write_config
 from train_cli import snapshot
 
 pytestmark = pytest.mark.timeout(120)
@@ -23,13 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """A short finished run, copied by each test that damages it."""
-    tmp = tmp_path_factory.mktemp("finished")
-    watch = Watch(tmp)
-    config = write_config(tmp / "c.yaml", fast_config(trainer={"total_steps": 2000}))
-    done = run_cli(watch, "--config", config, "--logdir", tmp / "runs")
-    assert done.returncode == 0, done.stderr
-    assert not watch.leftovers()
-    return only_run_dir(tmp / "runs")
+    return short_run(tmp_path_factory.mktemp("finished"))
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from framework.train import ConfigError, load_policy
-from reliability_support import Watch, fast_config, only_run_dir, run_cli, write_config
+from reliability_support import fast_config, only_run_dir, run_cli, short_run, write_config
 from train_cli import snapshot
 
 pytestmark = pytest.mark.timeout(180)
@@ -32,13 +32,7 @@ CODE = {  # the config key naming code, the sections that name it, and how the r
 @pytest.fixture(scope="module")
 def signed_run(tmp_path_factory):
     """A short run of this user's train (a built-in env), its config.yaml signed under the suite's key."""
-    tmp = tmp_path_factory.mktemp("signed")
-    watch = Watch(tmp)
-    done = run_cli(watch, "--config", write_config(tmp / "c.yaml", fast_config(trainer={"total_steps": 1000})),
-                   "--logdir", tmp / "runs")
-    assert done.returncode == 0, done.stderr
-    assert not watch.leftovers()
-    return only_run_dir(tmp / "runs")
+    return short_run(tmp_path_factory.mktemp("signed"), total_steps=1000)
 
 
 def _one_line(done, command: str) -> str:

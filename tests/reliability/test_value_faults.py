@@ -1,20 +1,14 @@
 """Values a run must survive (faults 5 and 24): rewards so large that TensorBoard's histograms cannot bin the
 statistics built from them, and a NaN reward now and then under reward normalisation. Each runs the real `train`
 CLI in a subprocess."""
-import json
-
 import numpy as np
 import pytest
 
 from framework.train.checkpoint import load_checkpoint
 from reliability_support import fast_config, only_run_dir, run_cli, write_config
-from train_cli import events
+from train_cli import events, summary
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _summary(run_dir) -> dict:
-    return json.loads((run_dir / "summary.json").read_text())
 
 
 def _model(run_dir) -> dict:
@@ -33,7 +27,7 @@ def test_statistics_numpy_cannot_bin_do_not_end_the_run(watch, tmp_path, logdir)
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 0, done.stderr
     run_dir = only_run_dir(logdir)
-    assert _summary(run_dir)["stop_reason"] == "total_steps reached"
+    assert summary(run_dir)["stop_reason"] == "total_steps reached"
     assert _model(run_dir)["return_norm.var"][0] > 1e16
     histogram = events(run_dir).Histograms("params/return_norm.var")
     assert histogram and sum(histogram[-1].histogram_value.bucket) == 1
@@ -53,11 +47,11 @@ def test_a_nan_reward_never_enters_the_reward_normaliser(watch, tmp_path, logdir
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 0, done.stderr
     run_dir = only_run_dir(logdir)
-    first = _summary(run_dir)
+    first = summary(run_dir)
     assert first["stop_reason"] == "total_steps reached" and 0 < first["skipped_updates"] < first["updates"]
     statistics = {k: v for k, v in _model(run_dir).items() if k.startswith("return_norm.")}
     assert statistics and all(np.isfinite(v).all() for v in statistics.values())
     resumed = run_cli(watch, "--resume", run_dir, "--set", f"trainer.total_steps={first['env_steps'] + 4000}")
     assert resumed.returncode == 0, resumed.stderr
-    second = _summary(run_dir)
+    second = summary(run_dir)
     assert second["stop_reason"] == "total_steps reached" and second["updates"] > first["updates"] + 50
