@@ -21,7 +21,7 @@ learner took them, or that a learner died holding).
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from framework.device import array_module, to_host
 from framework.plugin.algorithm import Config, Role, WorkerContext
 from framework.plugin.schema import ConfigError, Field
 from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, env_spaces
+from framework.rl.diagnostics import explained_variance
 from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
 from framework.rl.rollout import LocalModelWorker, RolloutWorker
@@ -50,6 +51,17 @@ ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
 """`algorithm` keys of an actor-learner plugin: the rollout's, the learners and the buffer, the loss weights."""
 
 COUNTS = ("actor_wait_s", "learner_wait_s", "trajectories_dropped")
+
+
+class BatchTargets(NamedTuple):
+    """What a learner's loss needs of a batch besides its data, from one forward pass at the batch's arrival."""
+
+    advantages: np.ndarray  # (T, N)
+    targets: np.ndarray  # (T, N) value targets
+    actions: Any  # the batch's actions as a tensor on the learner's device, (T * N, *action shape)
+    importance_ratio: float  # the mean of pi / mu over the batch
+    values: np.ndarray  # (T, N) V(x_t) the targets were computed with
+    explained_variance: float  # of the targets by those values (rl.diagnostics)
 
 
 class TrajectoryActor(RolloutWorker):
@@ -123,10 +135,10 @@ class Learner(LocalModelWorker, abc.ABC):
         return tuple(self.tensor(np.ascontiguousarray(s[columns])) for s in batch["state0"])
 
     def targets(self, batch: dict[str, Any], head: Any, values: Any, vtrace_targets: bool,
-                gae_lambda: float = 1.0) -> tuple[np.ndarray, np.ndarray, Any, float] | None:
-        """(advantages, value targets, the actions as a tensor, mean importance ratio pi / mu) of a batch whose
-        rollout forward gave head and values: V-trace's (`rho_bar`, `c_bar`), or GAE(gae_lambda) on the lagged
-        data as it is. None when the forward pass is not finite (a NaN or inf observation)."""
+                gae_lambda: float = 1.0) -> BatchTargets | None:
+        """The advantages and value targets of a batch whose rollout forward gave head and values: V-trace's
+        (`rho_bar`, `c_bar`), or GAE(gae_lambda) on the lagged data as it is. None when the forward pass is not
+        finite (a NaN or inf observation)."""
         a = self.algo_cfg
         T, N = batch["rewards"].shape
         v = to_host(values.data_array).reshape(T + 1, N)
@@ -139,7 +151,8 @@ class Learner(LocalModelWorker, abc.ABC):
                                          a["c_bar"])
         else:
             advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], gae_lambda)
-        return advantages, targets, actions, float(np.exp(np.minimum(log_rhos, 50.0)).mean())
+        return BatchTargets(advantages, targets, actions, float(np.exp(np.minimum(log_rhos, 50.0)).mean()),
+                            v[:-1], explained_variance(v[:-1], targets))
 
     def target_log_probs(self, head: Any, actions: Any) -> np.ndarray:
         """log pi(a|x) under the local parameters for the policy outputs `head` (no grad), on the host."""

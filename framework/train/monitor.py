@@ -148,6 +148,9 @@ class Monitor:
         self.evaluation_error: str | None = None  # the last failed evaluation, reported once until it changes
         self.video_error: str | None = None  # the last failed video, the same
         self.video_steps: int | None = None  # env steps of the last video
+        self.last_train_metrics: dict[str, float] = {}
+        """The algorithm's per-update metrics (train/ in TensorBoard) averaged over the last logging interval that
+        had updates: summary.json's `train`."""
         self.start = time.monotonic()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -314,6 +317,9 @@ class Monitor:
         returns = np.concatenate(self.interval_returns) if self.interval_returns else np.zeros(0)
         lengths = np.concatenate(self.interval_lengths) if self.interval_lengths else np.zeros(0)
         self.interval_returns, self.interval_lengths = [], []
+        train = after.metric_means(before, self.stats.metrics)
+        if train:
+            self.last_train_metrics = train
         if self.writer is None:
             return
         values: dict[str, float] = {}
@@ -329,7 +335,7 @@ class Monitor:
         if updates > 0:
             values["perf/policy_lag"] = (after.total(LAG_SUM) - before.total(LAG_SUM)) / updates
         values["perf/skipped_updates"] = after.total(SKIPPED)
-        values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
+        values.update({f"train/{k}": v for k, v in train.items()})
         values.update({f"perf/{k}": v for k, v in after.count_totals(self.stats.metrics, self.stats.counts).items()})
         values.update(self.algorithm.scalars(self.model, self.cfg))
         values.update(self.pool.metrics())
@@ -443,6 +449,7 @@ class Monitor:
             "steps_per_second": round((snap.total(STEPS) - first.total(STEPS)) / session_s, 1),
             "policy_lag_mean": (snap.total(LAG_SUM) - first.total(LAG_SUM)) / updates if updates else None,
             "skipped_updates": snap.total(SKIPPED),
+            "train": self.last_train_metrics,
             "worker_restarts": restarts,
             "stop_reason": reason,
             "failure": self.failed,
