@@ -62,6 +62,7 @@ class BatchTargets(NamedTuple):
     importance_ratio: float  # the mean of pi / mu over the batch
     values: np.ndarray  # (T, N) V(x_t) the targets were computed with
     explained_variance: float  # of the targets by those values (rl.diagnostics)
+    log_probs: np.ndarray  # (T, N) log pi(a_t|x_t) of the actions taken, under the parameters at the batch's arrival
 
 
 class TrajectoryActor(RolloutWorker):
@@ -145,14 +146,15 @@ class Learner(LocalModelWorker, abc.ABC):
         if not self.finite(head, v):
             return None
         actions = self.tensor(batch["actions"].reshape(T * N, *self.action_head.shape))
-        log_rhos = self.target_log_probs(head, actions).reshape(T, N) - batch["log_probs"]
+        log_probs = self.target_log_probs(head, actions).reshape(T, N)
+        log_rhos = log_probs - batch["log_probs"]
         if vtrace_targets:
             targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], v, a["gamma"], a["rho_bar"],
                                          a["c_bar"])
         else:
             advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], gae_lambda)
         return BatchTargets(advantages, targets, actions, float(np.exp(np.minimum(log_rhos, 50.0)).mean()),
-                            v[:-1], explained_variance(v[:-1], targets))
+                            v[:-1], explained_variance(v[:-1], targets), log_probs)
 
     def target_log_probs(self, head: Any, actions: Any) -> np.ndarray:
         """log pi(a|x) under the local parameters for the policy outputs `head` (no grad), on the host."""

@@ -19,6 +19,8 @@ ALGORITHMS = {
     "a3c": {"gae_lambda": 1.0},
     "impala": {"batch_trajectories": 1},
     "appo": {"batch_trajectories": 1, "epochs": 2, "minibatches": 2, "clip_range": 0.2},
+    "appo-decoupled": {"name": "appo", "batch_trajectories": 1, "epochs": 2, "minibatches": 2, "clip_range": 0.2,
+                       "decoupled": True},
 }
 UPDATES = 600
 """Updates each run gets (a rollout of 8 envs x 5 steps each): a few times what the slowest probe needs."""
@@ -29,7 +31,7 @@ def _config(algorithm: str, probe: str, lstm: bool) -> dict:
         "env": {"id": f"probe_envs:{probe}", "envs_per_worker": 8},
         "model": {"hidden": [32], "lstm": lstm, "activation": "tanh"},
         "algorithm": {"name": algorithm, "gamma": probe_envs.GAMMA, "n_steps": 5, "entropy_coef": 0.0,
-                      "max_grad_norm": 10.0, **ALGORITHMS[algorithm]},
+                      "max_grad_norm": 10.0, **ALGORITHMS[algorithm]},  # a variant's entry names its plugin
         "optimizer": {"name": "adam", "lr": 0.003},
         "trainer": {"workers": 1, "target_return": None}})
 

@@ -19,11 +19,21 @@ learner, which reads as cleanrl's PPO update:
    approximate KL from the batch's starting parameters passes 1.5 x
    target_kl (Stable-Baselines3's rule). It is measured from where this
    batch's epochs started, not from the behaviour policy: a lagged batch
-   still gets its first pass, and the lag shows in `approx_kl`, which is
-   measured from the behaviour policy as PPO users read it.
+   still gets its first pass.
 
-Each update reports approx_kl, clip_fraction (both against the behaviour
-policy) and the batch's explained_variance (rl.diagnostics).
+With `algorithm.decoupled` the objective is decoupled PPO's (Hilton et al.
+2021, "Batch size-invariance for policy optimization"): the ratio the clip
+acts on is to the proximal policy, the parameters the batch's epochs start
+from, as in synchronous PPO, and the behaviour policy's lag behind it is
+corrected by an importance weight pi_prox / mu on each advantage, truncated
+at `algorithm.rho_bar`. Against the behaviour policy (the default, as
+sample-factory's APPO), a batch acted many updates ago starts with most of
+its ratios already past the clip, and those samples give no gradient: with 5
+epochs of 16 minibatches per batch, an actor's data lags by about 200
+updates.
+
+Each update reports approx_kl and clip_fraction (of the ratio the clip acts
+on) and the batch's explained_variance (rl.diagnostics).
 """
 from __future__ import annotations
 
@@ -61,11 +71,14 @@ class AppoLearner(Learner):
         if found is None:
             self.ctx.stats.add_skipped()
             return
-        advantages, targets, actions, ratio, old_values, explained = found
+        advantages, targets, _, ratio, old_values, explained, start_log_probs = found
         T, N = advantages.shape
-        start_log_probs = self.target_log_probs(head, actions).reshape(T, N)
         batch = {**batch, "advantages": advantages, "targets": targets, "old_values": old_values,
                  "start_log_probs": start_log_probs}
+        if a["decoupled"]:  # clip against where the epochs start; the lag behind the actors corrected by a weight
+            batch["weights"] = np.minimum(np.exp(np.minimum(start_log_probs - batch["log_probs"], 50.0)),
+                                          a["rho_bar"])
+            batch["log_probs"] = start_log_probs
         context = {"version": self.lagged_version(batch), "importance_ratio": ratio,
                    "explained_variance": explained}
         for _ in range(a["epochs"]):
@@ -109,6 +122,8 @@ class AppoLearner(Learner):
             return False
         if a["normalize_advantages"]:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if a["decoupled"]:
+            advantages = advantages * pick(batch["weights"])
         f32 = lambda x: self.tensor(x.astype(np.float32))  # noqa: E731
         loss, policy_loss, value_loss, entropy, log_ratio = self.loss_terms(
             self.action_head, self.local, head, values,
@@ -117,7 +132,8 @@ class AppoLearner(Learner):
             a["clip_range"], a["value_coef"], a["entropy_coef"], f32(pick(batch["old_values"])), a["clip_value"])
         log_ratio = to_host(log_ratio.data_array)
         if a["target_kl"] is not None:
-            moved = log_ratio + pick(batch["log_probs"]) - pick(batch["start_log_probs"])
+            moved = log_ratio if a["decoupled"] else log_ratio + pick(batch["log_probs"]) - pick(
+                batch["start_log_probs"])
             if diagnostics.approx_kl(moved) > KL_STOP_FACTOR * a["target_kl"]:
                 self.ctx.stats.add_count("kl_early_stops", 1)
                 return True
@@ -140,6 +156,7 @@ class Appo(ActorLearnerAlgorithm):
         "clip_range": Field("float", 0.2, low=0.0, low_open=True, high=10.0),
         "clip_value": Field("float", None, low=0.0, low_open=True, nullable=True),
         "target_kl": Field("float", None, low=0.0, low_open=True, nullable=True),
+        "decoupled": Field("bool", False),
         "epochs": Field("int", 2, low=1, high=1000),
         "minibatches": Field("int", 2, low=1, high=1 << 20),
         "minibatch_split": Field("str", "auto", choices=("auto", "samples", "trajectories")),

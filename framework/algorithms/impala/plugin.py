@@ -34,7 +34,7 @@ class ImpalaLearner(Learner):
         if found is None:
             self.ctx.stats.add_skipped()
             return
-        advantages, targets, actions, ratio, _, explained = found
+        advantages, targets, actions, ratio, _, explained, _ = found
         n = advantages.size
         loss, policy_loss, value_loss, entropy = self.loss_terms(
             self.action_head, self.local, head, values, actions, self.tensor(advantages.reshape(n).astype(np.float32)),

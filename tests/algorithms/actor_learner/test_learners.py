@@ -172,3 +172,21 @@ def test_appo_stops_a_batchs_epochs_once_its_kl_passes_the_target(target_kl, upd
     assert after.count_totals(stats.metrics, stats.counts)["kl_early_stops"] == early_stops
     means = after.metric_means(before, stats.metrics)
     assert means["approx_kl"] >= 0 and 0 <= means["clip_fraction"] <= 1 and means["explained_variance"] <= 1
+
+
+@pytest.mark.parametrize("decoupled", [False, True], ids=["against the behaviour policy", "decoupled"])
+def test_decoupled_appo_clips_against_the_batchs_start_and_weights_the_lag(decoupled):
+    """Data acted long ago (the shared parameters moved since): against the behaviour policy some ratios start
+    past the clip; decoupled, the first update's ratios are all 1 (nothing clipped, KL 0) and the advantages carry
+    pi_prox / mu truncated at rho_bar instead."""
+    actor, learner, model, stats = _actor_and_learner("appo", epochs=1, minibatches=1, clip_range=0.05,
+                                                      decoupled=decoupled)
+    actor.update()
+    model.arena.data[...] += 0.3 * np.random.default_rng(0).standard_normal(model.arena.data.shape)
+    before = stats.snapshot()
+    learner.learn(learner.take_batch())
+    means = stats.snapshot().metric_means(before, stats.metrics)
+    if decoupled:
+        assert means["clip_fraction"] == 0 and means["approx_kl"] == pytest.approx(0, abs=1e-7)
+    else:
+        assert means["clip_fraction"] > 0.2 and means["approx_kl"] > 0
