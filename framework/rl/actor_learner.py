@@ -27,7 +27,7 @@ run of nothing else stops at `algorithm.max_nonfinite_updates`.
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from framework.device import array_module, to_host
 from framework.plugin.algorithm import Config, Role, WorkerContext
 from framework.plugin.schema import ConfigError, Field
 from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, env_spaces
+from framework.rl.diagnostics import explained_variance
 from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
 from framework.rl.rollout import LocalModelWorker, RolloutWorker
@@ -56,6 +57,18 @@ ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
 """`algorithm` keys of an actor-learner plugin: the rollout's, the learners and the buffer, the loss weights."""
 
 COUNTS = ("actor_wait_s", "learner_wait_s", "trajectories_dropped")
+
+
+class BatchTargets(NamedTuple):
+    """What a learner's loss needs of a batch besides its data, from one forward pass at the batch's arrival."""
+
+    advantages: np.ndarray  # (T, N)
+    targets: np.ndarray  # (T, N) value targets
+    actions: Any  # the batch's actions as a tensor on the learner's device, (T * N, *action shape)
+    importance_ratio: float  # the mean of pi / mu over the batch
+    values: np.ndarray  # (T, N) V(x_t) the targets were computed with
+    explained_variance: float  # of the targets by those values (rl.diagnostics)
+    log_probs: np.ndarray  # (T, N) log pi(a_t|x_t) of the actions taken, under the parameters at the batch's arrival
 
 
 class TrajectoryActor(RolloutWorker):
@@ -135,23 +148,25 @@ class Learner(LocalModelWorker, abc.ABC):
         return tuple(self.tensor(np.ascontiguousarray(s[columns])) for s in batch["state0"])
 
     def targets(self, batch: dict[str, Any], head: Any, values: Any, vtrace_targets: bool,
-                gae_lambda: float = 1.0) -> tuple[np.ndarray, np.ndarray, Any, float] | None:
-        """(advantages, value targets, the actions as a tensor, mean importance ratio pi / mu) of a batch whose
-        rollout forward gave head and values: V-trace's (`rho_bar`, `c_bar`), or GAE(gae_lambda) on the lagged
-        data as it is. None when the forward pass is not finite (a NaN or inf observation)."""
+                gae_lambda: float = 1.0) -> BatchTargets | None:
+        """The advantages and value targets of a batch whose rollout forward gave head and values: V-trace's
+        (`rho_bar`, `c_bar`), or GAE(gae_lambda) on the lagged data as it is. None when the forward pass is not
+        finite (a NaN or inf observation)."""
         a = self.algo_cfg
         T, N = batch["rewards"].shape
         v = to_host(values.data_array).reshape(T + 1, N)
         if not self.finite(head, v):
             return None
         actions = self.tensor(batch["actions"].reshape(T * N, *self.action_head.shape))
-        log_rhos = self.target_log_probs(head, actions).reshape(T, N) - batch["log_probs"]
+        log_probs = self.target_log_probs(head, actions).reshape(T, N)
+        log_rhos = log_probs - batch["log_probs"]
         if vtrace_targets:
             targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], v, a["gamma"], a["rho_bar"],
                                          a["c_bar"])
         else:
             advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], gae_lambda)
-        return advantages, targets, actions, float(np.exp(np.minimum(log_rhos, 50.0)).mean())
+        return BatchTargets(advantages, targets, actions, float(np.exp(np.minimum(log_rhos, 50.0)).mean()),
+                            v[:-1], explained_variance(v[:-1], targets), log_probs)
 
     def target_log_probs(self, head: Any, actions: Any) -> np.ndarray:
         """log pi(a|x) under the local parameters for the policy outputs `head` (no grad), on the host."""

@@ -4,11 +4,11 @@
 target (`trainer.target_return`, `target_window`): it reads the
 environment's spaces (`rl.spaces`), builds the model (the built-in
 `ActorCritic`, image observations through the A3C paper's two convolutions
-first, or a `model.factory`'s network: `rl.model_factory`,
-docs/models.md), evaluates and records it greedily (`rl.evaluation`) and
-acts with it (`rl.actor`). A subclass (A3C; IMPALA and APPO to come) adds
-its name, its `algorithm` keys (ROLLOUT_SCHEMA's among them) and
-`run_worker`.
+or the Nature CNN's three first (`model.conv`), or a `model.factory`'s
+network: `rl.model_factory`, docs/models.md), evaluates and records it
+greedily (`rl.evaluation`) and acts with it (`rl.actor`). A subclass (A3C;
+IMPALA and APPO through `rl.actor_learner`) adds its name, its `algorithm`
+keys (ROLLOUT_SCHEMA's among them) and `run_worker`.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from framework.plugin.schema import ConfigError, Field, one_line, short_repr
 from framework.rl import evaluation, model_factory
 from framework.rl.actor import Actor
 from framework.rl.envs import ATARI_ID, EnvBuildError, env_id_problem, make_env, missing_extra_message
-from framework.rl.model import IMAGE_CONV, ActorCritic, ActorCriticBase, conv_output_sides
+from framework.rl.model import CONVOLUTIONS, ActorCritic, ActorCriticBase, conv_output_sides
 from framework.rl.normalization import Normalization
 from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError
 
@@ -47,6 +47,7 @@ SECTIONS: dict[str, Any] = {
         "life_loss_done": Field("bool", False),
     },
     "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
+              "conv": Field("str", "a3c", choices=tuple(CONVOLUTIONS)),
               "orthogonal_init": Field("bool", False),
               "log_std_init": Field("float", 0.0, low=-20.0, high=2.0),
               "factory": Field("str", None, nullable=True, check=lambda v: user_code.spec_problem(v, "function")),
@@ -100,14 +101,20 @@ def _first_observation(env: Any, layout: ObservationLayout, config: Config) -> N
 
 
 def _conv_layers(config: Config, layout: ObservationLayout) -> tuple[tuple[int, int, int], ...]:
-    """IMAGE_CONV for observations with an image, none for others; ConfigError when images are too small for it."""
+    """model.conv's convolutions for observations with an image, none for others; ConfigError when the images
+    are too small for them."""
     if layout.image_shape is None:
         return ()
-    if min(conv_output_sides(layout.image_shape[1:], IMAGE_CONV)) < 1:
+    conv = CONVOLUTIONS[config["model"]["conv"]]
+    if min(conv_output_sides(layout.image_shape[1:], conv)) < 1:
+        side = 1
+        while min(conv_output_sides((side, side), conv)) < 1:
+            side += 1
         raise ConfigError(f"config key 'env.id': got {config['env']['id']!r} with images of shape "
-                          f"{layout.image_shape}; allowed: (channels, height, width) images of at least 20x20 "
-                          f"for the convolutions of the A3C image model (or gymnasium.wrappers.ResizeObservation)")
-    return IMAGE_CONV
+                          f"{layout.image_shape}; allowed: (channels, height, width) images of at least "
+                          f"{side}x{side} for the convolutions of model.conv: {config['model']['conv']} (or "
+                          f"gymnasium.wrappers.ResizeObservation)")
+    return conv
 
 
 class ActorCriticAlgorithm(Algorithm):

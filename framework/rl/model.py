@@ -31,6 +31,12 @@ from framework.rl.normalization import RunningMeanStd
 IMAGE_CONV = ((16, 8, 4), (32, 4, 2))
 """(channels, kernel, stride) of the convolutions over (C, H, W) observations: the A3C paper's Atari network."""
 
+NATURE_CONV = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+"""The DQN Nature paper's convolutions (Mnih et al. 2015), which PPO's Atari results use, with a 512 layer after."""
+
+CONVOLUTIONS = {"a3c": IMAGE_CONV, "nature": NATURE_CONV}
+"""`model.conv`: the convolutions an image observation goes through first."""
+
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 

@@ -158,6 +158,9 @@ class Monitor:
         self.failures_before_a_step = 0
         """Workers that failed before this session took its first step: as many as it has processes, and no
         restart is tried (an environment that fails in every worker's first reset)."""
+        self.last_train_metrics: dict[str, float] = {}
+        """The algorithm's per-update metrics (train/ in TensorBoard) averaged over the last logging interval that
+        had updates: summary.json's `train`."""
         self.start = time.monotonic()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -330,6 +333,9 @@ class Monitor:
         returns = np.concatenate(self.interval_returns) if self.interval_returns else np.zeros(0)
         lengths = np.concatenate(self.interval_lengths) if self.interval_lengths else np.zeros(0)
         self.interval_returns, self.interval_lengths = [], []
+        train = after.metric_means(before, self.stats.metrics)
+        if train:
+            self.last_train_metrics = train
         if self.writer is None:
             return
         values: dict[str, float] = {}
@@ -345,7 +351,7 @@ class Monitor:
         if updates > 0:
             values["perf/policy_lag"] = (after.total(LAG_SUM) - before.total(LAG_SUM)) / updates
         values["perf/skipped_updates"] = after.total(SKIPPED)
-        values.update({f"train/{k}": v for k, v in after.metric_means(before, self.stats.metrics).items()})
+        values.update({f"train/{k}": v for k, v in train.items()})
         values.update({f"perf/{k}": v for k, v in after.count_totals(self.stats.metrics, self.stats.counts).items()})
         values.update(self.algorithm.scalars(self.model, self.cfg))
         values.update(self.pool.metrics())
@@ -459,6 +465,7 @@ class Monitor:
             "steps_per_second": round((snap.total(STEPS) - first.total(STEPS)) / session_s, 1),
             "policy_lag_mean": (snap.total(LAG_SUM) - first.total(LAG_SUM)) / updates if updates else None,
             "skipped_updates": snap.total(SKIPPED),
+            "train": self.last_train_metrics,
             "worker_restarts": restarts,
             "stop_reason": reason,
             "failure": self.failed,

@@ -53,6 +53,8 @@ def test_short_run_learns(trained):
     assert 0 < summary["solved_at_seconds"] <= summary["wall_seconds"]
     assert summary["env_steps"] < 150_000 and summary["skipped_updates"] == 0
     assert summary["updates"] > 100 and summary["episodes"] > 100
+    assert set(summary["train"]) == set(algorithms.get("a3c").metrics)  # the last logging interval's means
+    assert 0 < summary["train"]["explained_variance"] <= 1  # a value function that learned something
     assert summary["wall_seconds"] > 0 and summary["steps_per_second"] > 0
     assert f"mean return {significant(summary['mean_return'])} over the last 20 episodes; target 100 reached at " \
            f"{summary['solved_at_seconds']:.1f} s" in done.stdout.splitlines()[0]
@@ -84,7 +86,7 @@ def test_event_files_hold_scalars_histograms_and_hparams(trained):
     scalars = set(acc.Tags()["scalars"])
     expected = {"episode/return_mean", "episode/return_min", "episode/return_max", "episode/length_mean",
                 "episode/return_window_mean", "train/policy_loss", "train/value_loss", "train/entropy",
-                "train/grad_norm", "train/lr", "perf/env_steps_per_s", "perf/updates_per_s", "perf/policy_lag",
+                "train/grad_norm", "train/lr", "train/explained_variance", "perf/env_steps_per_s", "perf/updates_per_s", "perf/policy_lag",
                 "final/mean_return", "eval/return_mean", "eval/return_std"}
     assert expected <= scalars, expected - scalars
     returns = acc.Scalars("episode/return_mean")

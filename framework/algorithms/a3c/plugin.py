@@ -28,7 +28,7 @@ class A3C(ActorCriticAlgorithm):
     }
     hparams = ("optimizer.name", "optimizer.lr", "algorithm.n_steps", "env.envs_per_worker", "trainer.workers",
                "model.hidden")
-    metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr")
+    metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr", "explained_variance")
 
     def run_worker(self, ctx: WorkerContext) -> None:
         Worker(self.build_model(ctx.config), ctx).run()

@@ -18,6 +18,7 @@ from typing import Any
 import framework
 from framework.device import to_host
 from framework.plugin.algorithm import WorkerContext
+from framework.rl.diagnostics import explained_variance
 from framework.rl.losses import actor_critic_loss
 from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
@@ -42,13 +43,15 @@ class Worker(RolloutWorker):
         if not self.finite(head, v):
             return None
         adv, targets = gae(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
+        explained = explained_variance(v[:-1], targets)
         if a["normalize_advantages"]:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         actions = self.tensor(self.actions.reshape(n, *self.actions.shape[2:]))
         loss, policy_loss, value_loss, entropy = self.loss_terms(
             self.action_head, self.local, head, values, actions, self.tensor(adv.reshape(n)),
             self.tensor(targets.reshape(n)), n, a["value_coef"], a["entropy_coef"])
-        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
+        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
+                      "explained_variance": explained}
 
     def update(self) -> None:
         """Sync, roll out, compute the gradient, and apply it to the shared parameters if finite."""

@@ -34,14 +34,14 @@ class ImpalaLearner(Learner):
         if found is None:
             self.ctx.stats.add_skipped()
             return
-        advantages, targets, actions, ratio = found
+        advantages, targets, actions, ratio, _, explained, _ = found
         n = advantages.size
         loss, policy_loss, value_loss, entropy = self.loss_terms(
             self.action_head, self.local, head, values, actions, self.tensor(advantages.reshape(n).astype(np.float32)),
             self.tensor(targets.reshape(n).astype(np.float32)), n, a["value_coef"], a["entropy_coef"])
         loss.backward()
         parts = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
-                 "importance_ratio": ratio}
+                 "importance_ratio": ratio, "explained_variance": explained}
         self.apply(parts, self.lagged_version(batch), a["max_grad_norm"])
 
 
@@ -56,7 +56,7 @@ class Impala(ActorLearnerAlgorithm):
         "rho_bar": Field("float", 1.0, low=0.0, low_open=True),
         "c_bar": Field("float", 1.0, low=0.0, low_open=True),
     }
-    metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr", "importance_ratio")
+    metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr", "importance_ratio", "explained_variance")
 
 
 ALGORITHM = Impala()

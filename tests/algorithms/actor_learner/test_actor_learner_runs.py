@@ -27,6 +27,13 @@ def test_the_shipped_actor_learner_configs_reach_cartpoles_target(tmp_path, conf
     for tag in ("perf/actor_wait_s", "perf/learner_wait_s", "perf/trajectories_dropped", "perf/policy_lag"):
         assert scalars(run_dir, tag), tag
     assert scalars(run_dir, "perf/trajectories_dropped")[-1] == 0  # the actors' default wait is never used up
+    diagnostics = ["explained_variance"] + (["approx_kl", "clip_fraction"] if config == "appo.yaml" else [])
+    for name in diagnostics:  # in TensorBoard and in the summary (the last logging interval's mean)
+        assert scalars(run_dir, f"train/{name}"), name
+        assert result["train"][name] == pytest.approx(scalars(run_dir, f"train/{name}")[-1], rel=1e-5), name
+    assert 0 < result["train"]["explained_variance"] <= 1
+    if config == "appo.yaml":
+        assert 0 <= result["train"]["clip_fraction"] <= 1 and result["train"]["approx_kl"] >= 0
     evaluated = run_cli("evaluate", "--run", run_dir, "--episodes", "2")
     assert evaluated.returncode == 0 and "greedy episodes" in evaluated.stdout, evaluated.stderr
 

@@ -102,9 +102,10 @@ def test_the_clipped_surrogate_is_ppos_objective():
     class Model:
         log_std = None
 
-    loss, policy_loss, value_loss, entropy = clipped_surrogate_loss(
+    loss, policy_loss, value_loss, entropy, log_ratio = clipped_surrogate_loss(
         action_head, Model(), head, values, framework.tensor(actions), framework.tensor(behaviour),
         framework.tensor(advantages), framework.tensor(targets), n, clip, 0.5, 0.01)
+    np.testing.assert_allclose(log_ratio.detach().numpy(), log_pi - behaviour, rtol=1e-12)
     ratio = np.exp(log_pi - behaviour)
     expected = -np.minimum(ratio * advantages, np.clip(ratio, 1 - clip, 1 + clip) * advantages).mean()
     assert policy_loss.item() == pytest.approx(expected, rel=1e-12)
@@ -115,3 +116,77 @@ def test_the_clipped_surrogate_is_ppos_objective():
     softmax = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     expected_grad = d_log_pi[:, None] * (np.eye(3)[actions] - softmax)
     np.testing.assert_allclose(head.grad.numpy(), expected_grad, rtol=1e-9, atol=1e-12)
+
+
+def test_the_clipped_value_loss_is_ppo2s():
+    rng = np.random.default_rng(4)
+    n, clip = 50, 0.2
+    values = framework.tensor(rng.normal(size=(n,)), dtype=framework.float64, requires_grad=True)
+    old = values.detach().numpy() + rng.normal(scale=0.3, size=n)  # some moved past the clip, some not
+    targets = rng.normal(size=n)
+    head = framework.tensor(np.zeros((n, 2)), dtype=framework.float64)
+
+    class Model:
+        log_std = None
+
+    _, _, value_loss, _, _ = clipped_surrogate_loss(
+        ActionHead(gym.spaces.Discrete(2)), Model(), head, values, framework.tensor(np.zeros(n, dtype=np.int64)),
+        framework.tensor(np.zeros(n)), framework.tensor(np.zeros(n)), framework.tensor(targets), n, 0.1, 0.5, 0.0,
+        framework.tensor(old), clip)
+    v = values.detach().numpy()
+    clipped = old + np.clip(v - old, -clip, clip)
+    assert value_loss.item() == pytest.approx(np.maximum((v - targets) ** 2, (clipped - targets) ** 2).mean(),
+                                              rel=1e-12)
+    value_loss.backward()
+    unclipped_wins = (v - targets) ** 2 >= (clipped - targets) ** 2
+    inside = np.abs(v - old) < clip  # where the clipped value still moves with V
+    expected = 2 * (v - targets) * unclipped_wins + 2 * (clipped - targets) * (~unclipped_wins & inside)
+    np.testing.assert_allclose(values.grad.numpy(), expected / n, rtol=1e-9, atol=1e-12)
+
+
+def test_appos_minibatches_of_shuffled_samples_see_the_batch_as_whole_trajectories_do():
+    """One epoch of one minibatch: the same samples either way, so the same gradient (the samples' indexing lines
+    up with the trajectories')."""
+    grads = []
+    for split in ("samples", "trajectories"):
+        actor, learner, _, _ = _actor_and_learner("appo", epochs=1, minibatches=1, minibatch_split=split)
+        actor.update()
+        learner.learn(learner.take_batch())
+        grads.append(learner.local_arena.grad.copy())
+    assert np.abs(grads[0]).max() > 0
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("target_kl, updates, early_stops", [(None, 6, 0), (1e-12, 1, 1)],
+                         ids=["no target", "tiny target"])
+def test_appo_stops_a_batchs_epochs_once_its_kl_passes_the_target(target_kl, updates, early_stops):
+    """The first minibatch starts where the batch did (KL 0) and is always applied; with a target no update can
+    stay under, the epochs stop at the second."""
+    actor, learner, _, stats = _actor_and_learner("appo", epochs=3, minibatches=2, target_kl=target_kl)
+    learner.opt_cfg = {**learner.opt_cfg, "lr": 0.1}  # updates that move the policy
+    actor.update()
+    before = stats.snapshot()
+    learner.learn(learner.take_batch())
+    after = stats.snapshot()
+    assert after.total(UPDATES) == updates
+    assert after.count_totals(stats.metrics, stats.counts)["kl_early_stops"] == early_stops
+    means = after.metric_means(before, stats.metrics)
+    assert means["approx_kl"] >= 0 and 0 <= means["clip_fraction"] <= 1 and means["explained_variance"] <= 1
+
+
+@pytest.mark.parametrize("decoupled", [False, True], ids=["against the behaviour policy", "decoupled"])
+def test_decoupled_appo_clips_against_the_batchs_start_and_weights_the_lag(decoupled):
+    """Data acted long ago (the shared parameters moved since): against the behaviour policy some ratios start
+    past the clip; decoupled, the first update's ratios are all 1 (nothing clipped, KL 0) and the advantages carry
+    pi_prox / mu truncated at rho_bar instead."""
+    actor, learner, model, stats = _actor_and_learner("appo", epochs=1, minibatches=1, clip_range=0.05,
+                                                      decoupled=decoupled)
+    actor.update()
+    model.arena.data[...] += 0.3 * np.random.default_rng(0).standard_normal(model.arena.data.shape)
+    before = stats.snapshot()
+    learner.learn(learner.take_batch())
+    means = stats.snapshot().metric_means(before, stats.metrics)
+    if decoupled:
+        assert means["clip_fraction"] == 0 and means["approx_kl"] == pytest.approx(0, abs=1e-7)
+    else:
+        assert means["clip_fraction"] > 0.2 and means["approx_kl"] > 0

@@ -1,0 +1,93 @@
+"""Every actor-critic algorithm, feed-forward and with an LSTM, learns each probe environment's exact value and
+right action within a bounded number of updates (tests/support/probe_envs.py says what each probe isolates).
+
+The workers' own code runs in this process (A3C's worker; IMPALA's and APPO's actor and learner taking turns on
+the shared buffer): what is under test is the learning code (rollouts, bootstrapping at truncations and episode
+ends, GAE, V-trace, the losses, the update), not the processes around it, which the run tests cover.
+"""
+import numpy as np
+import pytest
+
+import framework
+import probe_envs
+from framework import algorithms
+from framework.plugin.algorithm import WorkerContext
+from framework.plugin.run_stats import RunStats
+from framework.train.config import validate
+
+ALGORITHMS = {
+    "a3c": {"gae_lambda": 1.0},
+    "impala": {"batch_trajectories": 1},
+    "appo": {"batch_trajectories": 1, "epochs": 2, "minibatches": 2, "clip_range": 0.2},
+    "appo-decoupled": {"name": "appo", "batch_trajectories": 1, "epochs": 2, "minibatches": 2, "clip_range": 0.2,
+                       "decoupled": True},
+}
+UPDATES = 600
+"""Updates each run gets (a rollout of 8 envs x 5 steps each): a few times what the slowest probe needs."""
+
+
+def _config(algorithm: str, probe: str, lstm: bool) -> dict:
+    return validate({
+        "env": {"id": f"probe_envs:{probe}", "envs_per_worker": 8},
+        "model": {"hidden": [32], "lstm": lstm, "activation": "tanh"},
+        "algorithm": {"name": algorithm, "gamma": probe_envs.GAMMA, "n_steps": 5, "entropy_coef": 0.0,
+                      "max_grad_norm": 10.0, **ALGORITHMS[algorithm]},  # a variant's entry names its plugin
+        "optimizer": {"name": "adam", "lr": 0.003},
+        "trainer": {"workers": 1, "target_return": None}})
+
+
+def _train(config: dict) -> framework.nn.Module:
+    """UPDATES updates of the config's algorithm, its workers' code in this process; the shared model."""
+    name = config["algorithm"]["name"]
+    plugin = algorithms.get(name)
+    framework.manual_seed(0)
+    model = plugin.build_model(config).share_memory()
+    optimizer = plugin.build_optimizer(model, config).share_memory()
+    stats = RunStats(2, plugin.metrics, counts=plugin.counts)
+    shared = plugin.build_shared(config, None, range(2)) if name != "a3c" else None
+
+    def context(rank: int, role: str) -> WorkerContext:
+        return WorkerContext(rank, 11 + rank, config, model, optimizer, stats.writer(rank), shared, {}, role, 0)
+
+    if name == "a3c":
+        worker = algorithms.a3c.worker.Worker(plugin.build_model(config), context(0, "worker"))
+        steps = [worker.update]
+    else:
+        actor = plugin.actor_class(plugin.build_model(config), context(0, "actor"))
+        learner = plugin.learner_class(plugin.build_model(config), context(1, "learner"))
+        steps = [actor.update, lambda: learner.learn(learner.take_batch())]
+    for _ in range(UPDATES):
+        for step in steps:
+            step()
+    return model
+
+
+def _greedy_episodes(model: framework.nn.Module, probe: str, episodes: int = 6) -> list[tuple[float, float, int]]:
+    """(observation, V, greedy action) at every step of greedy episodes of the probe, the LSTM state carried."""
+    env = getattr(probe_envs, probe)()
+    seen = []
+    for seed in range(episodes):
+        obs, _ = env.reset(seed=seed)
+        state = model.initial_state(1)
+        done = False
+        while not done:
+            with framework.no_grad():
+                head, value, state = model(framework.tensor(obs[None]), state)
+            action = int(np.argmax(head.numpy()[0]))
+            seen.append((float(obs[0]), float(value.numpy()[0]), action))
+            obs, _, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+    return seen
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["feed-forward", "lstm"])
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@pytest.mark.parametrize("probe", sorted(probe_envs.VALUES))
+def test_each_algorithm_learns_each_probes_value_and_action(probe, algorithm, lstm):
+    model = _train(_config(algorithm, probe, lstm))
+    expected_values, expected_actions = probe_envs.VALUES[probe], probe_envs.ACTIONS.get(probe, {})
+    for obs, value, action in _greedy_episodes(model, probe):
+        assert value == pytest.approx(expected_values[obs], abs=0.1 * max(1.0, abs(expected_values[obs]))), \
+            f"V({obs}) = {value:.3f}, expected {expected_values[obs]}"
+        if obs in expected_actions:
+            assert action == expected_actions[obs], f"greedy action {action} at observation {obs}"
