@@ -31,7 +31,7 @@ def test_the_shipped_actor_learner_configs_reach_cartpoles_target(tmp_path, conf
     for name in diagnostics:  # in TensorBoard and in the summary (the last logging interval's mean)
         assert scalars(run_dir, f"train/{name}"), name
         assert result["train"][name] == pytest.approx(scalars(run_dir, f"train/{name}")[-1], rel=1e-5), name
-    assert 0 < result["train"]["explained_variance"] <= 1
+    assert result["train"]["explained_variance"] <= 1  # any value below: a last interval can be a bad one
     if config == "appo.yaml":
         assert 0 <= result["train"]["clip_fraction"] <= 1 and result["train"]["approx_kl"] >= 0
     evaluated = run_cli("evaluate", "--run", run_dir, "--episodes", "2")
