@@ -20,9 +20,13 @@ learner took them, or that a learner died holding).
 
 A policy output that is not finite (a NaN observation, NaN weights) never
 stops an actor: it still acts (`ActionHead.sample`) and writes a NaN
-behaviour log-probability for that step, so that the learner's update over it
-is skipped and counted (summary.json's `skipped_updates`) as A3C's is, and a
-run of nothing else stops at `algorithm.max_nonfinite_updates`.
+behaviour log-probability for that step. A learner cuts every step that holds
+a value that is not finite (an observation, a reward, that log-probability)
+out of its batch's trajectories, bootstraps through it and learns from the
+rest of them (`cut_nonfinite_steps`, `bridge_values`), counting them as perf/nonfinite_steps (summary.json's
+`counts`); an update that is still not finite (NaN weights) is skipped and
+counted as A3C's are, so a run of nothing else stops at
+`algorithm.max_nonfinite_updates`.
 """
 from __future__ import annotations
 
@@ -56,7 +60,46 @@ ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
 }
 """`algorithm` keys of an actor-learner plugin: the rollout's, the learners and the buffer, the loss weights."""
 
-COUNTS = ("actor_wait_s", "learner_wait_s", "trajectories_dropped")
+COUNTS = ("actor_wait_s", "learner_wait_s", "trajectories_dropped", "nonfinite_steps")
+
+
+def cut_nonfinite_steps(batch: dict[str, Any]) -> int:
+    """Mark the batch's steps that hold a value that is not finite (an observation, a reward, or the NaN
+    log-probability an actor writes for a step whose policy output was not finite), in place, so that the
+    learner learns from the rest of their trajectories: their values become 0 so that no NaN reaches the forward
+    pass (an LSTM's state stays finite); `Learner.targets` gives such a step no advantage and no value error, and
+    bootstraps through it. batch["valid"] is the (T, N) mask of the steps learned from, batch["bad_obs"] the
+    (T + 1, N) mask of observations that were not finite; returns how many steps were cut."""
+    rewards, log_probs, obs = batch["rewards"], batch["log_probs"], batch["obs"]
+    T, N = rewards.shape
+    bad_obs = np.zeros((T + 1, N), dtype=bool)
+    if np.issubdtype(obs.dtype, np.floating):
+        bad_obs = ~np.isfinite(obs.reshape(T + 1, N, -1)).all(axis=2)
+    bad = bad_obs[:T] | ~np.isfinite(rewards) | ~np.isfinite(log_probs)
+    batch["valid"], batch["bad_obs"] = ~bad, bad_obs
+    if not (bad.any() or bad_obs[T].any()):
+        return 0
+    np.nan_to_num(obs, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+    rewards[~np.isfinite(rewards)] = 0.0
+    log_probs[bad] = 0.0  # Learner.targets puts the learner's own there: a ratio of 1
+    batch["dones"][-1][bad_obs[T]] = 1.0  # no bootstrap from an observation that is not there
+    return int(bad.sum())
+
+
+def bridge_values(values: np.ndarray, batch: dict[str, Any], gamma: float) -> np.ndarray:
+    """values (T + 1, N) with the value of each observation that was not finite replaced by its one-step target,
+    r_t + gamma V(x_t+1), built backwards (0 for a missing bootstrap): the TD error there is 0, so the steps before
+    it bootstrap through it to the next observation that is there (`cut_nonfinite_steps`)."""
+    bad_obs = batch["bad_obs"]
+    if not bad_obs.any():
+        return values
+    values = values.copy()
+    values[-1][bad_obs[-1]] = 0.0
+    keep = 1.0 - batch["dones"]
+    for t in np.flatnonzero(bad_obs[:-1].any(axis=1))[::-1]:
+        rows = bad_obs[t]
+        values[t, rows] = batch["rewards"][t, rows] + gamma * keep[t, rows] * values[t + 1, rows]
+    return values
 
 
 class BatchTargets(NamedTuple):
@@ -137,9 +180,13 @@ class Learner(LocalModelWorker, abc.ABC):
         if slots.size == 0:
             return None
         try:
-            return self.buffer.batch(slots)
+            batch = self.buffer.batch(slots)
         finally:
             self.buffer.release(slots)
+        cut = cut_nonfinite_steps(batch)
+        if cut:
+            stats.add_count("nonfinite_steps", cut)
+        return batch
 
     def state0(self, batch: dict[str, Any], columns: Any = slice(None)) -> Any:
         """The recurrent state the batch's rollouts (its env columns `columns`) started from; None without one."""
@@ -159,12 +206,17 @@ class Learner(LocalModelWorker, abc.ABC):
             return None
         actions = self.tensor(batch["actions"].reshape(T * N, *self.action_head.shape))
         log_probs = self.target_log_probs(head, actions).reshape(T, N)
+        valid = batch["valid"]
+        batch["log_probs"][~valid] = log_probs[~valid]  # the steps cut_nonfinite_steps cut: a ratio of 1
         log_rhos = log_probs - batch["log_probs"]
+        bridged = bridge_values(v, batch, a["gamma"])
         if vtrace_targets:
-            targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], v, a["gamma"], a["rho_bar"],
-                                         a["c_bar"])
+            targets, advantages = vtrace(log_rhos, batch["rewards"], batch["dones"], bridged, a["gamma"],
+                                         a["rho_bar"], a["c_bar"])
         else:
-            advantages, targets = gae(batch["rewards"], batch["dones"], v, a["gamma"], gae_lambda)
+            advantages, targets = gae(batch["rewards"], batch["dones"], bridged, a["gamma"], gae_lambda)
+        advantages[~valid] = 0.0  # a cut step teaches neither the policy nor the value
+        targets[~valid] = v[:-1][~valid]
         return BatchTargets(advantages, targets, actions, float(np.exp(np.minimum(log_rhos, 50.0)).mean()),
                             v[:-1], explained_variance(v[:-1], targets), log_probs)
 

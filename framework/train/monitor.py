@@ -466,6 +466,7 @@ class Monitor:
             "policy_lag_mean": (snap.total(LAG_SUM) - first.total(LAG_SUM)) / updates if updates else None,
             "skipped_updates": snap.total(SKIPPED),
             "train": self.last_train_metrics,
+            "counts": snap.count_totals(self.stats.metrics, self.stats.counts),
             "worker_restarts": restarts,
             "stop_reason": reason,
             "failure": self.failed,

@@ -9,6 +9,7 @@ import framework
 from framework import algorithms
 from framework.plugin.algorithm import WorkerContext
 from framework.plugin.run_stats import LAG_SUM, UPDATES, RunStats
+from framework.rl.actor_learner import bridge_values, cut_nonfinite_steps
 from framework.rl.losses import actor_critic_loss, clipped_surrogate_loss
 from framework.rl.returns import gae
 from framework.rl.spaces import ActionHead
@@ -190,3 +191,24 @@ def test_decoupled_appo_clips_against_the_batchs_start_and_weights_the_lag(decou
         assert means["clip_fraction"] == 0 and means["approx_kl"] == pytest.approx(0, abs=1e-7)
     else:
         assert means["clip_fraction"] > 0.2 and means["approx_kl"] > 0
+
+
+def test_a_step_that_is_not_finite_is_cut_and_its_trajectory_bootstraps_through_it():
+    """A NaN observation in the middle of a trajectory: that step gets no advantage and no value error, the steps
+    before it bootstrap through it (its value is its own one-step target: no TD error), nothing NaN remains."""
+    actor, learner, _, stats = _actor_and_learner("impala")
+    actor.update()
+    batch = learner.take_batch()
+    batch["obs"][2, 1] = np.nan
+    clean = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in batch.items()}
+    assert cut_nonfinite_steps(batch) == 1 and not batch["valid"][2, 1] and batch["valid"].sum() == 14
+    assert np.isfinite(batch["obs"]).all() and batch["dones"].sum() == clean["dones"].sum()
+    learner.sync()
+    head, values = learner.forward_trajectories(batch["obs"], None, batch["dones"])
+    found = learner.targets(batch, head, values, True)
+    assert found.advantages[2, 1] == 0 and found.targets[2, 1] == pytest.approx(found.values[2, 1])
+    v = values.detach().numpy().reshape(6, 3)
+    bridged = bridge_values(v, batch, 0.99)
+    keep = 1 - batch["dones"][2, 1]
+    assert bridged[2, 1] == pytest.approx(batch["rewards"][2, 1] + 0.99 * keep * v[3, 1])
+    assert np.isfinite(found.advantages).all() and np.isfinite(found.targets).all()
