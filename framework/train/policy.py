@@ -1,4 +1,4 @@
-"""A trained run's policy for the user's own loop: `load_policy(run_dir) -> Policy`.
+"""A trained run's policy for the user's own loop: `load_policy(run_dir, checkpoint="latest") -> Policy`.
 
 `Policy.act(obs, state=None, deterministic=True) -> (action, state)` has the
 shape of Stable-Baselines3's `predict`. It acts through the algorithm's
@@ -25,7 +25,7 @@ from framework.device import to_device, to_host
 from framework.train.config import Config, ConfigError, read_yaml, validate
 from framework.train.run_dir import run_config_file, write_atomically
 from framework.plugin.schema import printable, short_repr
-from framework.train.run_checkpoint import read_checkpoint
+from framework.train.run_checkpoint import checkpoint_path, read_checkpoint
 
 EXPORT_FORMAT = "hogshare-policy"
 """The `format` entry of an exported file's metadata."""
@@ -35,20 +35,22 @@ State = tuple[np.ndarray, ...] | None
 None without one."""
 
 
-def load_trained(run_dir: str | Path) -> tuple[Config, Algorithm, nn.Module]:
-    """(config, algorithm, model holding the checkpoint's parameters) of a run directory; ConfigError or
-    CheckpointError when it is not one made by train or its checkpoint does not fit."""
+def load_trained(run_dir: str | Path, checkpoint: str = "latest") -> tuple[Config, Algorithm, nn.Module]:
+    """(config, algorithm, model holding the parameters of the latest or best checkpoint) of a run directory;
+    ConfigError or CheckpointError when it is not one made by train or the checkpoint is missing or does not fit."""
     run_dir = Path(run_dir)
+    checkpoint_path(run_dir, checkpoint)  # a name that is neither is refused before anything is read
     config = validate(read_yaml(run_config_file(run_dir)))
     algorithm = algorithms.get(config["algorithm"]["name"])
     model = algorithm.build_model(config)
-    read_checkpoint(run_dir, config, model, sum(a.nbytes for a in algorithm.build_state(config).values()))
+    read_checkpoint(run_dir, config, model, sum(a.nbytes for a in algorithm.build_state(config).values()), checkpoint)
     return config, algorithm, model
 
 
-def load_policy(run_dir: str | Path) -> "Policy":
-    """The policy of a run directory's checkpoint; ConfigError for a run of an algorithm without an environment."""
-    config, algorithm, model = load_trained(run_dir)
+def load_policy(run_dir: str | Path, checkpoint: str = "latest") -> "Policy":
+    """The policy of a run directory's latest checkpoint (checkpoint="best": of its best one, `trainer.keep_best`);
+    ConfigError for a run of an algorithm without an environment."""
+    config, algorithm, model = load_trained(run_dir, checkpoint)
     if not algorithm.can_act():
         acting = ", ".join(n for n in algorithms.names() if algorithms.get(n).can_act())
         raise ConfigError(f"run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, which has no "
