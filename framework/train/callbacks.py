@@ -125,8 +125,11 @@ class RunHooks:
 
 
 def check_callbacks(callbacks: Any) -> list[Callback]:
-    """callbacks as a list of Callback instances; ConfigError naming what was given otherwise."""
-    if isinstance(callbacks, (Callback, str, bytes)) or not isinstance(callbacks, Iterable):
+    """callbacks (one Callback, or several) as a list of Callback instances; ConfigError naming what was given
+    otherwise."""
+    if isinstance(callbacks, (Callback, type)):
+        callbacks = [callbacks]
+    if isinstance(callbacks, (str, bytes)) or not isinstance(callbacks, Iterable):
         raise ConfigError(f"callbacks=: got {short_repr(callbacks)}; allowed: a list of Callback instances")
     found = list(callbacks)
     for callback in found:
