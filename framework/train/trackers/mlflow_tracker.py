@@ -10,6 +10,7 @@ unchanged, stay those of the first session). The client is MLflow's explicit one
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from framework.train.trackers.base import Tracker, flat_config, run_key
@@ -60,7 +61,8 @@ class MLflowTracker(Tracker):
     def close(self, summary: dict[str, Any]) -> None:
         self.client.log_dict(self.run_id, summary, "summary.json")
         for path in self.artifacts():
-            self.client.log_artifact(self.run_id, str(self.run_dir / path), path.parent.as_posix() or None)
+            folder = None if path.parent == Path(".") else path.parent.as_posix()
+            self.client.log_artifact(self.run_id, str(self.run_dir / path), folder)
         self.client.set_terminated(self.run_id, "FINISHED" if summary["exit_code"] == 0 else "FAILED")
 
 
