@@ -211,14 +211,15 @@ def run_study(tune_plan: TunePlan, signals: StopSignals, say: Callable[[str], No
     RunError when the study directory cannot be made or is in use."""
     say = say or _stderr_line
     with _quiet_optuna() as optuna, contextlib.ExitStack() as held:
+        study = None if tune_plan.default_storage else _open_study(optuna, tune_plan)  # refused before a mkdir
         try:
             tune_plan.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunError(f"cannot make the study directory '{printable(str(tune_plan.directory))}': "
                            f"{exc.strerror or exc}") from None
-        if tune_plan.default_storage:
+        if study is None:
             held.callback(os.close, _lock(tune_plan.directory))
-        study = _open_study(optuna, tune_plan)
+            study = _open_study(optuna, tune_plan)
         if tune_plan.default_storage:
             for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
                 study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
