@@ -22,7 +22,7 @@ import argparse
 import signal
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence, TypeVar
 
 from framework import algorithms
 from framework.plugin.algorithm import Evaluation, FrameSink
@@ -62,6 +62,23 @@ def _path(text: str) -> str:
 
 def _fail(command: str, message: str) -> None:
     print(f"{command}: {printable(one_line(message), limit=MAX_MESSAGE)}", file=Output(sys.stderr), flush=True)
+
+
+T = TypeVar("T")
+
+
+def _unless_refused(command: str, signals: StopSignals, attempt: Callable[[], T]) -> tuple[T | None, int]:
+    """(attempt(), 0) once no stop signal has come; (None, exit code) when it was refused (2: a bad config or
+    checkpoint, no room) or a stop signal came before the run started (128 + its number), said in one line."""
+    try:
+        signals.check()
+        return attempt(), 0
+    except (ConfigError, CheckpointError, RunError) as exc:
+        _fail(command, f"error: {exc}")
+        return None, 2
+    except Interrupted as exc:
+        _fail(command, str(exc))
+        return None, 128 + exc.signum
 
 
 def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:
@@ -121,22 +138,19 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         overrides = list(args.overrides)
         if args.logdir is not None:
             overrides.append(string_override("logging.logdir", args.logdir))
-        try:
+
+        def start() -> Trainer:
             callbacks = [load_callback(spec) for spec in args.callbacks]
             if args.resume is not None:
-                trainer = Trainer(resumed_config(args.resume, overrides), args.resume, resume=True, signals=signals,
-                                  callbacks=callbacks)
-            else:
-                trainer = Trainer(load_config(*_new_run_config(args.config, args.env, overrides)), signals=signals,
-                                  callbacks=callbacks)
-            signals.check()
-            result = trainer.run()
-        except (ConfigError, CheckpointError, RunError) as exc:
-            _fail("train", f"error: {exc}")
-            return 2
-        except Interrupted as exc:
-            _fail("train", str(exc))
-            return 128 + exc.signum
+                return Trainer(resumed_config(args.resume, overrides), args.resume, resume=True, signals=signals,
+                               callbacks=callbacks)
+            return Trainer(load_config(*_new_run_config(args.config, args.env, overrides)), signals=signals,
+                           callbacks=callbacks)
+
+        trainer, code = _unless_refused("train", signals, start)
+        result, code = (None, code) if trainer is None else _unless_refused("train", signals, trainer.run)
+        if result is None:
+            return code
     summary = result.summary
     print(f"{trainer.run_dir}: {outcome_line(summary, trainer.algorithm, trainer.config)}\n"
           f"{next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir))}",
@@ -258,18 +272,13 @@ def tune_main(argv: Sequence[str] | None = None) -> int:
                                     ("--jobs", args.jobs, tuning.MAX_JOBS)):
             if not 1 <= value <= high:
                 parser.error(f"argument {option}: got {value}; allowed: an integer from 1 to {high}")
-        try:
-            plan = tuning.plan(args.config, args.space, args.trials, jobs=args.jobs, overrides=args.overrides,
-                               logdir=args.logdir, name=args.name, storage=args.storage, metric=args.metric,
-                               pruner=args.pruner)
-            signals.check()
-            result = tuning.run_study(plan, signals)
-        except (ConfigError, CheckpointError, RunError) as exc:
-            _fail("tune", f"error: {exc}")
-            return 2
-        except Interrupted as exc:
-            _fail("tune", str(exc))
-            return 128 + exc.signum
+        plan, code = _unless_refused("tune", signals, lambda: tuning.plan(
+            args.config, args.space, args.trials, jobs=args.jobs, overrides=args.overrides, logdir=args.logdir,
+            name=args.name, storage=args.storage, metric=args.metric, pruner=args.pruner))
+        result, code = (None, code) if plan is None else _unless_refused(
+            "tune", signals, lambda: tuning.run_study(plan, signals))
+        if result is None:
+            return code
     print(tuning.outcome(result, plan), file=Output(sys.stdout), flush=True)
     if result.stopped_by is not None:
         return 128 + signal.Signals[result.stopped_by]
