@@ -302,8 +302,8 @@ class Monitor:
         return "callback failure"
 
     def _stop_reason(self, snap: Any, now: float) -> str | None:
-        if self._callback_failure():
-            return "callback failure"
+        if failed := self._callback_failure():
+            return failed
         limit = self.cfg["algorithm"]["max_nonfinite_updates"]
         streaks = snap.counters[:, SKIP_STREAK]
         if streaks.max() >= limit:

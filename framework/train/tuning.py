@@ -7,8 +7,9 @@ The study directory <logdir>/<NAME>/ holds the reports and each trial's run dire
 the space's keys (`tune_space`); its value is the run's `metric`: mean_return (summary.json's, over the last
 target_window episodes) or eval (its final evaluation's return_mean: trainer.eval_every_s > 0). The value so far
 goes to Optuna every log interval (every evaluation, for eval), at the interval's number, through a callback that
-asks the run to stop when the pruner prunes the trial (`pruner`: Optuna's MedianPruner, with its defaults, or
-none).
+asks the run to stop when the pruner prunes the trial (`pruner`: Optuna's MedianPruner, or none). Its reports
+are of wall time, every second by default, and the first seconds of an RL run say little of its end, so the
+median pruner waits for WARMUP_REPORTS of a trial's reports (and, as Optuna's default, for 5 finished trials).
 
 Trials count toward `trials` once complete or pruned, so the same command with more trials runs the difference
 (a failed or interrupted trial runs again). `jobs` runs that many trials at once, each in a process of its own
@@ -37,7 +38,7 @@ import os
 import signal
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -60,7 +61,8 @@ MAX_TRIALS = 100_000
 MAX_JOBS = 256
 SQLITE_TIMEOUT_S = 60
 """How long a process of a tune waits for another's write to the SQLite study (jobs > 1)."""
-REPORTS = ("best.yaml", "trials.csv", "trials.md", "history.png", "importance.png")
+WARMUP_REPORTS = 10
+"""Reports of a trial before the median pruner may stop it."""
 
 
 @dataclass
@@ -78,7 +80,7 @@ class TunePlan:
     metric: str
     pruner: str
     experiment: str
-    hparams: list[str] = field(default_factory=list)
+    hparams: list[str]
 
     @property
     def default_storage(self) -> bool:
@@ -181,7 +183,8 @@ def _quiet_optuna() -> Iterator[Any]:
 
 def _open_study(optuna: Any, tune_plan: TunePlan) -> Any:
     """The plan's study, made when missing; ConfigError naming the storage when it cannot be opened."""
-    pruner = optuna.pruners.MedianPruner() if tune_plan.pruner == "median" else optuna.pruners.NopPruner()
+    pruner = (optuna.pruners.MedianPruner(n_warmup_steps=WARMUP_REPORTS) if tune_plan.pruner == "median"
+              else optuna.pruners.NopPruner())
     kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if tune_plan.storage.startswith("sqlite") else {}
     try:
         storage = optuna.storages.RDBStorage(tune_plan.storage, engine_kwargs=kwargs)

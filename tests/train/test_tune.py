@@ -125,7 +125,7 @@ def test_tune_from_python_returns_the_best_trial(tmp_path):
 
 
 def test_the_pruner_stops_a_trial_below_the_median_of_earlier_ones(tmp_path):
-    """Five earlier trials whose value was 1000 at every interval: the next is pruned at its first report."""
+    """Five earlier trials whose value was 1000 at every interval: the next is pruned once past its warm-up."""
     import optuna
 
     directory = tmp_path / "runs" / "tune-test"
