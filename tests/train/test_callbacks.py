@@ -47,6 +47,15 @@ def test_callbacks_get_what_tensorboard_gets_in_the_order_the_run_goes(tmp_path)
     assert checkpoints and set(checkpoints) == {str(result.run_dir / "checkpoints" / "checkpoint.npz")}
 
 
+def test_callbacks_get_the_scalars_when_tensorboard_is_off(tmp_path):
+    recorder = Recorder()
+    result = run(cartpole_config(total_steps=3000, logging={"tensorboard": False}), logdir=tmp_path / "runs",
+                 callbacks=recorder)
+    logged = [metrics for method, _, metrics in recorder.events if method == "on_log"]
+    assert logged and "perf/env_steps_per_s" in logged[-1] and "episode/return_window_mean" in logged[-1]
+    assert not list(result.run_dir.glob("events.out.tfevents.*"))
+
+
 def test_a_callback_that_returns_true_stops_the_run_as_a_stop_condition_does(tmp_path):
     result = run(cartpole_config(total_steps=10**7), logdir=tmp_path / "runs", callbacks=StopAfter2000Steps())
     assert result.summary["stop_reason"] == "stopped by callback StopAfter2000Steps"
