@@ -163,7 +163,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     reopen_closed_streams()
     parser = _Parser(prog="evaluate", description="Evaluate the checkpoint of a training run.")
     parser.add_argument("--run", type=_path, required=True, metavar="RUN_DIR", help="a run directory made by train")
-    parser.add_argument("--checkpoint", choices=tuple(CHECKPOINTS), default="latest",
+    parser.add_argument("--checkpoint", choices=tuple(CHECKPOINTS), default="latest", metavar="latest|best",
                         help="the run's latest checkpoint (default), or its best one (trainer.keep_best)")
     parser.add_argument("--episodes", type=int, default=10,
                         help=f"number of greedy episodes, 1 to {MAX_EVAL_EPISODES} (default 10)")
