@@ -1,5 +1,6 @@
 """The layers hold: no import cycle in the packages (module-level or inside functions), each layer imports only
-the layers below it, and `import framework` loads the tensor library alone (no Ray either)."""
+the layers below it, and `import framework` loads the tensor library alone (no Ray, Optuna, MLflow or W&B
+either)."""
 import ast
 import json
 import subprocess
@@ -120,7 +121,8 @@ def _fresh_python(code: str) -> str:
 
 def test_import_framework_loads_the_tensor_library_alone():
     code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'av', 'PIL', 'pygame', 'ray') or "
+            "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'av', 'PIL', 'pygame', 'ray', 'optuna', 'mlflow', "
+            "'wandb', 'matplotlib') or "
             "m.startswith(('framework.train', 'framework.algorithms', 'framework.rl', 'framework.plugin')))))")
     assert json.loads(_fresh_python(code)) == []
 
@@ -131,3 +133,13 @@ def test_ray_loads_only_when_a_run_chooses_the_ray_backend():
             "from framework.train.backends import local, ray_cluster, ray_node, ray_server; "
             "config.default_config(); print('ray' in sys.modules)")
     assert _fresh_python(code).strip() == "False"
+
+
+def test_optuna_mlflow_and_wandb_load_only_when_a_run_or_a_tune_uses_them():
+    """The training system, the tune command and the trackers' modules included, imports none of their packages
+    until a tune starts or a run's config turns a tracker on."""
+    code = ("import sys; from framework.train import trainer, cli, config, tuning, tune_space, trackers; "
+            "from framework.train.trackers import base, mlflow_tracker, wandb_tracker; "
+            "print(trackers.build_trackers(config.default_config(), None, print), "
+            "sorted(m for m in ('optuna', 'mlflow', 'wandb', 'matplotlib') if m in sys.modules))")
+    assert _fresh_python(code).strip() == "[] []"

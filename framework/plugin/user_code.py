@@ -41,21 +41,23 @@ def search_current_directory() -> None:
         sys.path.insert(0, cwd)
 
 
-def import_module(key: str, value: str, module: str) -> ModuleType:
+def import_module(key: str, value: str, module: str, where: str | None = None) -> ModuleType:
     """The module named in config key `key` (whose value is `value`), from the current directory first;
-    ConfigError naming the real cause when it cannot be imported."""
+    ConfigError naming the real cause when it cannot be imported (and `where` it was given, when that is not a
+    config key: a command's option)."""
+    where = where or f"config key '{key}'"
     search_current_directory()
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
-            raise ConfigError(f"config key '{key}': got {printable(repr(value))}; allowed: a module that can be "
+            raise ConfigError(f"{where}: got {printable(repr(value))}; allowed: a module that can be "
                               f"imported (no module {exc.name!r} in the current directory {os.getcwd()!r} or "
                               f"among the installed modules)") from None
-        raise ConfigError(f"config key '{key}': got {printable(repr(value))}; importing {module!r} failed: it "
+        raise ConfigError(f"{where}: got {printable(repr(value))}; importing {module!r} failed: it "
                           f"needs module {exc.name!r}, which is not installed") from None
     except Exception as exc:
-        raise ConfigError(f"config key '{key}': got {printable(repr(value))}; importing {module!r} raised "
+        raise ConfigError(f"{where}: got {printable(repr(value))}; importing {module!r} raised "
                           f"{type(exc).__name__}: {printable(str(exc))}") from None
 
 

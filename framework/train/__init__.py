@@ -1,14 +1,23 @@
 """hogshare's training system, on top of the tensor library.
 
 The public Python API (docs/python-api.md), loaded on first use:
-`run(config, overrides, logdir=, env=, model=) -> Run` trains as `train` does
-(`RunFailed` when the run fails), `load_policy(run_dir) -> Policy` acts with
-a trained run, `read_checkpoint(path)` gives a checkpoint's parameters by
-name; `ConfigError` and `CheckpointError` are what they raise for bad input.
+`run(config, overrides, logdir=, env=, model=, resume=, callbacks=) -> Run`
+trains (or resumes) as `train` does (`RunFailed` when the run fails), calling
+`Callback`s; `load_policy(run_dir, checkpoint=) -> Policy` acts with a
+trained run; `evaluate_policy(policy, env, episodes, seed, deterministic)`
+gives the mean and standard deviation of its return in any gymnasium env;
+`read_checkpoint(path)` gives a checkpoint's parameters by name; `tune(config,
+space, trials, ...) -> TuneResult` searches hyperparameters with Optuna (the
+`tune` command, docs/tuning.md); `ConfigError` and `CheckpointError` are what
+they raise for bad input.
 
 - `config`, `yaml_input`: the core schema, `--set`, run directories' config.yaml; YAML read in bounded time and memory;
-- `api`, `policy`: `run`, `Run`, `read_checkpoint`; `load_policy`, `Policy` (acting, export to .safetensors);
-- `cli`: the `train` and `evaluate` commands (`python -m framework.train` runs them too);
+- `api`, `policy`, `policy_evaluation`: `run`, `Run`, `read_checkpoint`; `load_policy`, `Policy` (acting, export
+  to .safetensors); `evaluate_policy`;
+- `callbacks`, `trackers`: `Callback` and the seam the monitor calls them through; MLflow and W&B as callbacks;
+- `best_checkpoint`, `outcome`: checkpoints/best.npz (`trainer.keep_best`); the line a finished run ends with;
+- `tuning`, `tune_space`: `tune` on Optuna, and its search space;
+- `cli`: the `train`, `evaluate` and `tune` commands (`python -m framework.train` runs them too);
 - `trainer`: start-up (model, shared memory, checks, checkpoint), then the run directory and the monitor;
 - `startup`, `run_dir`, `resume`, `stop_signals`: room checks, the run directory, what a resume may change, and what
   each phase does with a stop signal;
@@ -29,8 +38,10 @@ from typing import Any
 
 _PUBLIC = {
     "run": "framework.train.api", "Run": "framework.train.api", "RunFailed": "framework.train.api",
-    "read_checkpoint": "framework.train.api",
+    "read_checkpoint": "framework.train.api", "Callback": "framework.train.callbacks",
     "load_policy": "framework.train.policy", "Policy": "framework.train.policy",
+    "evaluate_policy": "framework.train.policy_evaluation",
+    "tune": "framework.train.tuning", "TuneResult": "framework.train.tuning",
     "ConfigError": "framework.plugin.schema", "CheckpointError": "framework.train.checkpoint",
 }
 

@@ -1,11 +1,16 @@
-"""Training from Python: `run(config, overrides, logdir=, env=, model=) -> Run`, and `read_checkpoint`.
+"""Training from Python: `run(config, overrides, logdir=, env=, model=, resume=, callbacks=) -> Run`, and
+`read_checkpoint`.
 
 `run` is the `train` command without the command line: the same config
 checks (ConfigError, one line), start-up, run directory, TensorBoard,
-checkpoints, stop conditions and exit reasons (it runs a `Trainer`). It
-blocks until the run ends and returns a `Run`; a run that fails (a worker
-raised, a checkpoint could not be written) raises `RunFailed`, which carries
-the run directory and summary.
+checkpoints, stop conditions and exit reasons (it runs a `Trainer`), the
+same progress bar (a notebook's widget in Jupyter) and, unless
+`logging.progress: false`, the same outcome line at the end (on stdout).
+`resume=RUN_DIR` continues a run as `train --resume` does, through the same
+code (`resume.resumed_config`). `callbacks` are `Callback` instances the
+monitor calls. It blocks until the run ends and returns a `Run`; a run that
+fails (a worker or a callback raised, a checkpoint could not be written)
+raises `RunFailed`, which carries the run directory and summary.
 
 `env=` and `model=` take factories (an Env class or a function) and pass
 them to the workers by name, as the config keys `env.id: module:Factory`
@@ -31,10 +36,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from framework.train.callbacks import Callback, check_callbacks
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import ConfigError, load_config, string_override
+from framework.train.outcome import outcome_line
 from framework.train.policy import Policy, load_policy
 from framework.plugin.schema import printable, short_repr
+from framework.train.progress import Output
+from framework.train.resume import resumed_config
 from framework.train.run_checkpoint import checkpoint_path
 from framework.train.trainer import Trainer
 
@@ -65,28 +74,49 @@ class Run:
         return self._policy
 
 
-def run(config: str | Path | Mapping[str, Any], overrides: Sequence[str] = (), *, logdir: str | Path | None = None,
-        env: Callable[..., Any] | None = None, model: Callable[..., Any] | None = None) -> Run:
+def run(config: str | Path | Mapping[str, Any] | None = None, overrides: Sequence[str] = (), *,
+        logdir: str | Path | None = None, env: Callable[..., Any] | None = None,
+        model: Callable[..., Any] | None = None, resume: str | Path | None = None,
+        callbacks: Sequence[Callback] = (), trust_code: bool = False) -> Run:
     """Train until a stop condition, as `train --config` does; the finished Run (RunFailed if it failed).
 
     config: a YAML file's path, or a mapping (as the file would hold, or a config already checked); overrides:
     `key.path=value` strings as `--set` takes them; logdir: the run directory's parent (logging.logdir); env: an
     env factory (a gymnasium.Env subclass, or a callable returning an Env: env.kwargs go to it); model: a model
-    factory `f(observation_space, action_space, model_section) -> nn.Module`. Raises ConfigError before anything
-    starts for a bad config or a factory the workers could not import.
+    factory `f(observation_space, action_space, model_section) -> nn.Module`; resume: a run directory to continue
+    as `train --resume` does (instead of config, logdir, env and model; overrides apply as its --set); callbacks:
+    Callback instances (framework.train.Callback); trust_code: with resume, import the code the run directory's
+    config names although this user's train did not write it (framework.train.trust). Raises ConfigError before anything starts for a bad config or
+    argument, or a factory the workers could not import.
     """
     if isinstance(overrides, (str, bytes)):
         raise ConfigError(f"overrides: got {short_repr(overrides)}; allowed: a list of key.path=value strings, "
                           f"e.g. ['trainer.max_seconds=10']")
-    extra = list(overrides)
-    if env is not None:
-        extra.append(string_override("env.id", factory_name(env, "env")))
-    if model is not None:
-        extra.append(string_override("model.factory", factory_name(model, "model")))
-    if logdir is not None:
-        extra.append(string_override("logging.logdir", os.fspath(logdir)))
-    trainer = Trainer(load_config(config, extra))
+    hooks = check_callbacks(callbacks)
+    if resume is not None:
+        given = [name for name, value in (("config", config), ("logdir", logdir), ("env", env), ("model", model))
+                 if value is not None]
+        if given:
+            raise ConfigError(f"resume=: got it with {', '.join(f'{name}=' for name in given)}; allowed: resume= "
+                              f"alone (a resumed run keeps its config, directory, environment and model; overrides "
+                              f"apply as train --resume --set)")
+        trainer = Trainer(resumed_config(resume, list(overrides), trust_code), resume, resume=True, callbacks=hooks)
+    else:
+        if config is None:
+            raise ConfigError("config: got None; allowed: a YAML file's path or a mapping (or resume=RUN_DIR to "
+                              "continue a run)")
+        extra = list(overrides)
+        if env is not None:
+            extra.append(string_override("env.id", factory_name(env, "env")))
+        if model is not None:
+            extra.append(string_override("model.factory", factory_name(model, "model")))
+        if logdir is not None:
+            extra.append(string_override("logging.logdir", os.fspath(logdir)))
+        trainer = Trainer(load_config(config, extra), callbacks=hooks)
     result = trainer.run()
+    if trainer.config["logging"]["progress"]:
+        print(f"{trainer.run_dir}: {outcome_line(result.summary, trainer.algorithm, trainer.config)}",
+              file=Output(sys.stdout), flush=True)
     if result.exit_code != 0:
         raise RunFailed(trainer.run_dir, result.summary)
     return Run(trainer.run_dir, result.summary)
@@ -138,11 +168,12 @@ def _main_module_name(argument: str, shown: str) -> str:
     return name
 
 
-def read_checkpoint(path: str | Path) -> dict[str, np.ndarray]:
-    """The model's parameters and buffers by name (as its state_dict names them) from a run directory or its
-    checkpoint file; CheckpointError naming the file when it is missing or not a checkpoint."""
+def read_checkpoint(path: str | Path, checkpoint: str = "latest") -> dict[str, np.ndarray]:
+    """The model's parameters and buffers by name (as its state_dict names them) from a run directory's latest (or
+    best) checkpoint, or a checkpoint file; CheckpointError naming the file when it is missing or not a
+    checkpoint."""
     path = Path(path)
-    file = checkpoint_path(path) if path.is_dir() else path
+    file = checkpoint_path(path, checkpoint) if path.is_dir() else path
     saved = load_checkpoint(file)
     model = saved.get("model") if isinstance(saved, dict) else None
     if not isinstance(model, dict) or not all(isinstance(v, np.ndarray) for v in model.values()):

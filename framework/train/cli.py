@@ -1,11 +1,13 @@
-"""The `train` and `evaluate` commands.
+"""The `train`, `evaluate` and `tune` commands.
 
-    train --config PATH [--set key.path=value ...] [--logdir DIR]
-    train --env ID [--set key.path=value ...] [--logdir DIR]
-    train --resume RUN_DIR [--set key.path=value ...] [--trust-code]
-    evaluate --run RUN_DIR [--episodes N] [--seed S] [--max-steps N] [--max-seconds S] [--record FILE.gif|FILE.mp4]
-             [--trust-code]
-    evaluate --run RUN_DIR --export FILE.safetensors [--trust-code]
+    train --config PATH [--set key.path=value ...] [--logdir DIR] [--callback module:Name ...]
+    train --env ID [--set key.path=value ...] [--logdir DIR] [--callback module:Name ...]
+    train --resume RUN_DIR [--set key.path=value ...] [--trust-code] [--callback module:Name ...]
+    evaluate --run RUN_DIR [--checkpoint latest|best] [--episodes N] [--seed S] [--max-steps N] [--max-seconds S]
+             [--record FILE.gif|FILE.mp4] [--trust-code]
+    evaluate --run RUN_DIR [--checkpoint latest|best] --export FILE.safetensors [--trust-code]
+    tune --config C --space SPACE.yaml --trials N [--jobs J] [--set key.path=value ...] [--logdir D] [--name NAME]
+         [--storage URL] [--metric mean_return|eval] [--pruner median|none]
 
 `--trust-code` lets a run directory that this user's train did not write
 import the code its config names (framework.train.trust).
@@ -14,31 +16,32 @@ A bad argument, config or checkpoint, or a run refused at start-up (no room),
 ends with exit code 2 and one line on stderr naming what was wrong and what
 is allowed, and leaves nothing behind; a run that fails ends with exit code 1;
 a stop signal before the run started, with 128 + its number (see
-`stop_signals` for every phase).
+`stop_signals` for every phase). `tune` (see `tuning`) ends with 0 once a
+trial of the study completed (1 before), and with 128 + the number of a stop
+signal that ended it early.
 """
 from __future__ import annotations
 
 import argparse
-import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence, TypeVar
 
 from framework import algorithms
-from framework.plugin.algorithm import Algorithm, Evaluation, FrameSink
+from framework.plugin.algorithm import Evaluation, FrameSink
 from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config,
-                                    parse_override, string_override, validate)
-from framework.plugin.formatting import significant
+                                    parse_override, string_override)
+from framework.train.outcome import next_steps, outcome_line
 from framework.train.progress import Output, reopen_closed_streams
-from framework.train.resume import check_changes
+from framework.train.resume import resumed_config
+from framework.train.run_checkpoint import CHECKPOINTS
 from framework.train.run_dir import check_replaceable
 from framework.plugin.schema import one_line, printable, short_repr
 from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
-from framework.train.trust import read_run_config
 from sharing.room import format_bytes
 
 MAX_SEED = 2**31 - 1
@@ -67,34 +70,21 @@ def _fail(command: str, message: str) -> None:
     print(f"{command}: {printable(one_line(message), limit=MAX_MESSAGE)}", file=Output(sys.stderr), flush=True)
 
 
-def _outcome(s: dict, algorithm: Algorithm, config: dict) -> str:
-    """The outcome line of `train`: why it stopped, the counts (in the algorithm's units), and the return or the
-    final evaluation (3 significant figures)."""
-    steps_unit, episodes_unit = algorithm.units
-    done = algorithm.episodes_done(config, s["env_steps"], s["episodes"])
-    line = (f"{s['stop_reason']}; {s['env_steps']} {steps_unit}, {s['updates']} updates, "
-            f"{done if isinstance(done, int) else significant(done)} {episodes_unit} "
-            f"in {s['wall_seconds']:.1f} s ({s['steps_per_second']:,.0f} {steps_unit}/s)")
-    if s["episodes"] == 0 and s.get("evaluation"):
-        return line + "; final evaluation: " + ", ".join(f"{k} {significant(v)}" for k, v in s["evaluation"].items())
-    solved = ("not set" if s["target_return"] is None else "not reached" if s["solved_at_seconds"] is None
-              else f"{significant(s['target_return'])} reached at {s['solved_at_seconds']:.1f} s")
-    return (line + f"; mean return {significant(s['mean_return'])} over the last {s['target_window']} episodes; "
-            f"target {solved}")
+T = TypeVar("T")
 
 
-def _next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path, trust_code: bool = False) -> str:
-    """The lines after the outcome: where the checkpoint is and the commands that use the run next (a resume that
-    would stop at once raises the budget that stopped it, to twice its value; --trust-code where the run's code
-    needs it: its config.yaml could not be signed; no evaluation of a run that took no step: it learned nothing)."""
-    run = shlex.quote(str(run_dir)) + " --trust-code" * trust_code
-    more = {"total_steps reached": "total_steps", "max_seconds reached": "max_seconds"}.get(s["stop_reason"])
-    doubled = None if more is None else config["trainer"][more] * 2
-    budget = "" if more is None else f" --set trainer.{more}={doubled if isinstance(doubled, int) else f'{doubled:g}'}"
-    saved = f"checkpoint: {checkpoint}" if checkpoint.is_file() else "checkpoint: none was written"
-    commands = [f"evaluate --run {run}"] * (s["env_steps"] > 0) + [
-        f"tensorboard --logdir {shlex.quote(str(run_dir.parent))}", f"train --resume {run}{budget}"]
-    return "\n".join([saved, *(("next: " if i == 0 else " " * 6) + command for i, command in enumerate(commands))])
+def _unless_refused(command: str, signals: StopSignals, attempt: Callable[[], T]) -> tuple[T | None, int]:
+    """(attempt(), 0) once no stop signal has come; (None, exit code) when it was refused (2: a bad config or
+    checkpoint, no room) or a stop signal came before the run started (128 + its number), said in one line."""
+    try:
+        signals.check()
+        return attempt(), 0
+    except (ConfigError, CheckpointError, RunError) as exc:
+        _fail(command, f"error: {exc}")
+        return None, 2
+    except Interrupted as exc:
+        _fail(command, str(exc))
+        return None, 128 + exc.signum
 
 
 def _record(path: Path, play: Callable[[FrameSink], Evaluation]) -> Evaluation:
@@ -140,8 +130,12 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trust-code", action="store_true",
                         help="with --resume: import the code RUN_DIR's config names (env.id, model.factory, "
                              "algorithm.name as module:name) although this user's train did not write it")
+    parser.add_argument("--callback", dest="callbacks", action="append", default=[], metavar="MODULE:NAME",
+                        help="a framework.train.Callback subclass (or instance) to call during the run, imported as "
+                             "env.id's module:Name is; repeatable")
     with StopSignals() as signals:
-        from framework.train.run_checkpoint import checkpoint_path  # the bulk of the imports, with signals recorded
+        from framework.train.callbacks import load_callback  # the bulk of the imports, with signals recorded
+        from framework.train.run_checkpoint import checkpoint_path
         from framework.train.trainer import Trainer
         args = parser.parse_args(argv)
         if args.resume is not None and args.env is not None:
@@ -157,26 +151,23 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         overrides = list(args.overrides)
         if args.logdir is not None:
             overrides.append(string_override("logging.logdir", args.logdir))
-        try:
+
+        def start() -> Trainer:
+            callbacks = [load_callback(spec) for spec in args.callbacks]
             if args.resume is not None:
-                raw = read_run_config(Path(args.resume), args.trust_code)
-                config = validate(apply_overrides(raw, overrides))
-                check_changes(validate(raw), config)
-                trainer = Trainer(config, args.resume, resume=True, signals=signals)
-            else:
-                trainer = Trainer(load_config(*_new_run_config(args.config, args.env, overrides)), signals=signals)
-            signals.check()
-            result = trainer.run()
-        except (ConfigError, CheckpointError, RunError) as exc:
-            _fail("train", f"error: {exc}")
-            return 2
-        except Interrupted as exc:
-            _fail("train", str(exc))
-            return 128 + exc.signum
+                return Trainer(resumed_config(args.resume, overrides, args.trust_code), args.resume, resume=True,
+                               signals=signals, callbacks=callbacks)
+            return Trainer(load_config(*_new_run_config(args.config, args.env, overrides)), signals=signals,
+                           callbacks=callbacks)
+
+        trainer, code = _unless_refused("train", signals, start)
+        result, code = (None, code) if trainer is None else _unless_refused("train", signals, trainer.run)
+        if result is None:
+            return code
     summary = result.summary
-    after = _next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir),
-                        trainer.needs_trust_code)
-    print(f"{trainer.run_dir}: {_outcome(summary, trainer.algorithm, trainer.config)}\n{after}",
+    after = next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir),
+                       trainer.needs_trust_code)
+    print(f"{trainer.run_dir}: {outcome_line(summary, trainer.algorithm, trainer.config)}\n{after}",
           file=Output(sys.stdout), flush=True)
     return result.exit_code
 
@@ -186,6 +177,8 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     reopen_closed_streams()
     parser = _Parser(prog="evaluate", description="Evaluate the checkpoint of a training run.")
     parser.add_argument("--run", type=_path, required=True, metavar="RUN_DIR", help="a run directory made by train")
+    parser.add_argument("--checkpoint", choices=tuple(CHECKPOINTS), default="latest", metavar="latest|best",
+                        help="the run's latest checkpoint (default), or its best one (trainer.keep_best)")
     parser.add_argument("--episodes", type=int, default=10,
                         help=f"number of greedy episodes, 1 to {MAX_EVAL_EPISODES} (default 10)")
     parser.add_argument("--seed", type=int, default=12345, help=f"seed of the evaluation environments, 0 to {MAX_SEED}")
@@ -236,13 +229,13 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     from framework.train.policy import load_policy, load_trained  # imported where train imports the trainer
     try:
         if args.export is not None:
-            policy = load_policy(run_dir, args.trust_code)
+            policy = load_policy(run_dir, checkpoint=args.checkpoint, trust_code=args.trust_code)
             path = policy.export(args.export)
             statistics = ", its observation statistics as obs_normalization.*" * policy.config["env"]["normalize_obs"]
             result = Evaluation({}, f"wrote {path}: the policy's weights by their PyTorch names{statistics} "
                                     f"(read it with safetensors.torch.load_file)")
         else:
-            config, algorithm, model = load_trained(run_dir, args.trust_code)
+            config, algorithm, model = load_trained(run_dir, checkpoint=args.checkpoint, trust_code=args.trust_code)
             config["trainer"].update({key: value for key, value in bounds.items() if value is not None})
             if record is not None and not algorithm.can_record():
                 raise ConfigError(f"--record: run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, "
@@ -268,3 +261,49 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(result.text, file=Output(sys.stdout), flush=True)
     return 0
+
+
+def tune_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `tune`: trials of a config on Optuna (framework.train.tuning); returns the exit code."""
+    reopen_closed_streams()
+    parser = _Parser(prog="tune", description="Search hyperparameters with Optuna: each trial is a run of the config.")
+    parser.add_argument("--config", type=_path, required=True, help="YAML experiment config (e.g. configs/a3c.yaml)")
+    parser.add_argument("--space", type=_path, required=True, metavar="SPACE.yaml",
+                        help="config keys and their distributions, e.g. optimizer.lr: {type: float, low: 1e-4, "
+                             "high: 1e-2, log: true}")
+    parser.add_argument("--trials", type=int, required=True, metavar="N",
+                        help="trials the study should hold, complete or pruned (more continue a study)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="J",
+                        help="trials at once, each a process with its own workers (J x trainer.workers should fit "
+                             "the cores; default 1)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override one config value for every trial (parsed as YAML); repeatable")
+    parser.add_argument("--logdir", type=_path, help="parent of the study directory (overrides logging.logdir)")
+    parser.add_argument("--name", help="the study's name and directory (default: tune-<experiment>)")
+    parser.add_argument("--storage", metavar="URL",
+                        help="an Optuna RDB storage URL (default: SQLite in the study directory)")
+    parser.add_argument("--metric", choices=("mean_return", "eval"), default="mean_return",
+                        help="what a trial maximises: the mean return of its last episodes (default) or its final "
+                             "evaluation's (needs trainer.eval_every_s > 0)")
+    parser.add_argument("--pruner", choices=("median", "none"), default="median",
+                        help="stop trials below the median of earlier ones at the same log interval (default)")
+    with StopSignals() as signals:
+        from framework.train import tuning  # the bulk of the imports, with signals recorded
+        args = parser.parse_args(argv)
+        if len(args.overrides) > MAX_OVERRIDES:
+            parser.error(f"argument --set: given {len(args.overrides)} times; allowed: at most {MAX_OVERRIDES}")
+        for option, value, high in (("--trials", args.trials, tuning.MAX_TRIALS),
+                                    ("--jobs", args.jobs, tuning.MAX_JOBS)):
+            if not 1 <= value <= high:
+                parser.error(f"argument {option}: got {value}; allowed: an integer from 1 to {high}")
+        plan, code = _unless_refused("tune", signals, lambda: tuning.plan(
+            args.config, args.space, args.trials, jobs=args.jobs, overrides=args.overrides, logdir=args.logdir,
+            name=args.name, storage=args.storage, metric=args.metric, pruner=args.pruner))
+        result, code = (None, code) if plan is None else _unless_refused(
+            "tune", signals, lambda: tuning.run_study(plan, signals))
+        if result is None:
+            return code
+    print(tuning.outcome(result, plan), file=Output(sys.stdout), flush=True)
+    if result.stopped_by is not None:
+        return 128 + signal.Signals[result.stopped_by]
+    return 0 if result.best_value is not None else 1

@@ -98,6 +98,7 @@ CORE_SCHEMA: dict[str, Any] = {
         "max_restarts": Field("int", 10, low=0, high=MAX_RESTARTS),
         "checkpoint_every_s": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS),
         "eval_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS),
+        "keep_best": Field("bool", False),
         "eval_episodes": Field("int", 10, low=1, high=MAX_EVAL_EPISODES),
         "eval_max_steps": Field("int", 100_000, low=1, high=MAX_STEPS),
         "eval_max_seconds": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS),
@@ -120,6 +121,18 @@ CORE_SCHEMA: dict[str, Any] = {
         "hparams": Field("str_list", ["optimizer.name", "optimizer.lr", "trainer.workers"]),
         "video_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS),
         "video_max_frames": Field("int", 1000, low=1, high=MAX_VIDEO_FRAMES),
+        # trackers beyond TensorBoard (framework.train.tracking), each on once one of its keys is set
+        "mlflow": {
+            "tracking_uri": Field("str", None, nullable=True),
+            "experiment": Field("str", None, nullable=True),
+        },
+        "wandb": {
+            "project": Field("str", None, nullable=True),
+            "entity": Field("str", None, nullable=True),
+            "mode": Field("str", None, nullable=True, choices=("online", "offline", "disabled")),
+            "group": Field("str", None, nullable=True),
+            "tags": Field("str_list", []),
+        },
     },
 }
 """The sections every config has, whatever its algorithm; the algorithm adds its own (see full_schema)."""
@@ -229,6 +242,7 @@ def _check_combinations(config: Config) -> None:
             raise bad_value("logging.hparams", dotted, "key paths of config values, e.g. optimizer.lr")
     _check_video(config)
     trainer = config["trainer"]
+    _check_keep_best(config)
     if trainer["backend"] == "ray":
         ray = trainer["ray"]
         total = ray["nodes"] * ray["workers_per_node"]
@@ -243,6 +257,20 @@ def _check_combinations(config: Config) -> None:
         raise ConfigError(f"config key 'trainer.start_method': got 'fork' with trainer.device "
                           f"'{trainer['device']}'; allowed: spawn or forkserver (CUDA cannot be used in a "
                           f"forked child)")
+
+
+def _check_keep_best(config: Config) -> None:
+    """trainer.keep_best needs periodic evaluations of a mean return: an algorithm that plays an environment."""
+    trainer = config["trainer"]
+    if not trainer["keep_best"]:
+        return
+    algorithm = algorithms.get(config["algorithm"]["name"])
+    if not algorithm.can_act():
+        raise ConfigError(f"config key 'trainer.keep_best': got true; allowed: false for algorithm {algorithm.name}, "
+                          f"whose evaluations have no mean return")
+    if trainer["eval_every_s"] == 0:
+        raise ConfigError("config key 'trainer.keep_best': got true with trainer.eval_every_s 0 (no evaluation); "
+                          "allowed: false, or set trainer.eval_every_s > 0")
 
 
 def _check_video(config: Config) -> None:

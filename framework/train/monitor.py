@@ -10,10 +10,12 @@ under the same budget or left out while others run), logs the backend's own
 metrics and summary entries, and stops the run on total steps, wall time, the
 target mean return, an evaluation's own target, too many non-finite updates
 in a row, a backend that cannot go on (`BackendError`), or a stop signal
-(which also ends the start of workers early). Everything it works with is
-passed in: the launch (config,
+(which also ends the start of workers early), or a callback that asks to stop
+or raises. Everything it works with is passed in: the launch (config,
 algorithm, shared model, optimizer, statistics), the backend, the writer,
-and where the checkpoint, summary and videos go.
+where the checkpoint, summary and videos go, the best checkpoint
+(`trainer.keep_best`) and the callbacks (`RunHooks`: the user's, then the
+trackers), which get what TensorBoard gets when it gets it.
 
 A video is recorded here, in the main process, as evaluations are: the
 algorithm plays one greedy episode (seeded with the run's seed, so each video
@@ -40,6 +42,8 @@ import numpy as np
 
 from framework.plugin.algorithm import Evaluation
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
+from framework.train.best_checkpoint import BestCheckpoint
+from framework.train.callbacks import RunHooks
 from framework.train.checkpoint import CheckpointError, save_checkpoint
 from framework.train.config import get_path
 from framework.plugin.formatting import finite_json
@@ -96,6 +100,14 @@ def exit_lines(exits: list[WorkerExit]) -> list[str]:
     return lines
 
 
+def final_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """The final/ scalars of a run's summary (TensorBoard's hparams metrics, and the trackers')."""
+    metrics = {"final/mean_return": summary["mean_return"], "final/env_steps_per_s": summary["steps_per_second"],
+               "final/solved_at_seconds": summary["solved_at_seconds"]}
+    metrics.update({f"final/{k}": v for k, v in summary.get("evaluation", {}).items()})
+    return {k: v for k, v in metrics.items() if v is not None}
+
+
 class RunState:
     """What a run carries across checkpoints and resumes: totals, the return window, seeds' generations.
 
@@ -131,7 +143,8 @@ class Monitor:
     def __init__(self, launch: Launch, pool: Backend, run: RunState, writer: Any,
                  checkpoint_file: Path, summary_file: Path, videos_dir: Path, *, say: Callable[[str], None],
                  stop_signal: Callable[[], int | None], progress_stream: TextIO | None = None,
-                 interruptible: Callable[[], ContextManager[None]] = contextlib.nullcontext):
+                 interruptible: Callable[[], ContextManager[None]] = contextlib.nullcontext,
+                 hooks: RunHooks | None = None, best: BestCheckpoint | None = None):
         self.launch, self.pool = launch, pool
         self.algorithm = launch.algorithm
         self.cfg = launch.config
@@ -140,6 +153,9 @@ class Monitor:
         self.plugin_state = launch.state
         self.writer = writer
         self.checkpoint_file, self.summary_file, self.videos_dir = checkpoint_file, summary_file, videos_dir
+        self.run_dir = summary_file.parent
+        self.hooks = hooks if hooks is not None else RunHooks()
+        self.best = best
         self.say, self.stop_signal, self.progress_stream = say, stop_signal, progress_stream
         self.interruptible = interruptible
         self.target_return = self.algorithm.target_return(self.cfg)
@@ -179,7 +195,8 @@ class Monitor:
         last_hist_updates = first.total(UPDATES)
         reason = None
         try:
-            reason = self._start_workers(pool)
+            self.hooks.start(self.run_dir, first.total(STEPS))
+            reason = self._callback_failure() or self._start_workers(pool)
             while reason is None:
                 time.sleep(_POLL_S)
                 reason = self._handle_exits(pool)
@@ -190,7 +207,8 @@ class Monitor:
                 # the moment the run decides to stop is logged: the return curve holds the window that reached
                 # the target, whatever the episodes the workers finish after it do to the window
                 if reason is not None or now - last_log_time >= self.cfg["logging"]["log_every_s"]:
-                    self._log_scalars(last_log, snap, now - last_log_time)
+                    asked = self._log_scalars(last_log, snap, now - last_log_time)
+                    reason = reason or asked
                     last_log, last_log_time = snap, now
                     last_hist_updates = self._maybe_histograms(snap, last_hist_updates)
                 if now - last_ckpt >= tcfg["checkpoint_every_s"]:
@@ -223,8 +241,12 @@ class Monitor:
                 summary["evaluation"] = result.metrics
         if video_every_s > 0 and self.video_steps != snap.total(STEPS):  # the last video shows the final model
             self._record_video(snap, final=True)
-        exit_code = 1 if (self.failed or self.checkpoint_failed or final_evaluation_failed) else 0
-        summary["exit_code"] = exit_code
+        if self.best is not None:
+            summary["best_checkpoint"] = self.best.summary()
+        self.failed = summary["failure"] = self.failed or self.hooks.failure
+        summary["exit_code"] = 1 if (self.failed or self.checkpoint_failed or final_evaluation_failed) else 0
+        self.hooks.end(summary)  # a callback that raises here fails the run too
+        exit_code = summary["exit_code"]
         try:
             text = (finite_json(summary) + "\n").encode()
             write_atomically(self.summary_file, lambda f: f.write(text))
@@ -291,7 +313,16 @@ class Monitor:
             return "worker failure"
         return None
 
+    def _callback_failure(self) -> str | None:
+        """'callback failure' once a callback raised (its exception becomes the run's failure)."""
+        if self.hooks.failure is None:
+            return None
+        self.failed = self.hooks.failure
+        return "callback failure"
+
     def _stop_reason(self, snap: Any, now: float) -> str | None:
+        if failed := self._callback_failure():
+            return failed
         limit = self.cfg["algorithm"]["max_nonfinite_updates"]
         streaks = snap.counters[:, SKIP_STREAK]
         if streaks.max() >= limit:
@@ -329,15 +360,16 @@ class Monitor:
             rs.solved_at = self.wall(time.monotonic())
 
     # -- logging ----------------------------------------------------------------------------
-    def _log_scalars(self, before: Any, after: Any, seconds: float) -> None:
+    def _log_scalars(self, before: Any, after: Any, seconds: float) -> str | None:
+        """The interval's scalars to TensorBoard and the callbacks; the stop reason when a callback asks to stop."""
         returns = np.concatenate(self.interval_returns) if self.interval_returns else np.zeros(0)
         lengths = np.concatenate(self.interval_lengths) if self.interval_lengths else np.zeros(0)
         self.interval_returns, self.interval_lengths = [], []
         train = after.metric_means(before, self.stats.metrics)
         if train:
             self.last_train_metrics = train
-        if self.writer is None:
-            return
+        if self.writer is None and not self.hooks:
+            return None
         values: dict[str, float] = {}
         if returns.size:
             values.update({"episode/return_mean": returns.mean(), "episode/return_min": returns.min(),
@@ -355,7 +387,9 @@ class Monitor:
         values.update({f"perf/{k}": v for k, v in after.count_totals(self.stats.metrics, self.stats.counts).items()})
         values.update(self.algorithm.scalars(self.model, self.cfg))
         values.update(self.pool.metrics())
-        self.writer.scalars(values, after.total(STEPS))
+        if self.writer is not None:
+            self.writer.scalars(values, after.total(STEPS))
+        return self.hooks.log(values, after.total(STEPS))
 
     def _maybe_histograms(self, snap: Any, last_updates: int) -> int:
         every = self.cfg["logging"]["histogram_every"]
@@ -374,11 +408,13 @@ class Monitor:
         return {**self.cfg, "trainer": {**self.tcfg, "eval_max_seconds": min(self.tcfg["eval_max_seconds"], left)}}
 
     def _evaluate(self, snap: Any, final: bool = False) -> Evaluation | None:
-        """Evaluate the shared model and log it; None when the evaluation raised (reported, training goes on) or
-        a stop signal cut it (a periodic one: the run then stops)."""
+        """Evaluate the shared model (a copy of it with keep_best: see best_checkpoint) and log it; None when the
+        evaluation raised (reported, training goes on) or a stop signal cut it (a periodic one: the run then
+        stops)."""
+        model = self.model if self.best is None else self._model_copy()
         try:
             with contextlib.nullcontext() if final else self.interruptible():
-                result = self.algorithm.evaluate(self.model, self._bounded_config(final), self.tcfg["eval_episodes"],
+                result = self.algorithm.evaluate(model, self._bounded_config(final), self.tcfg["eval_episodes"],
                                                  self.cfg["seed"])
         except Interrupted:
             return None
@@ -388,13 +424,24 @@ class Monitor:
                 self.say(f"{'final ' if final else ''}evaluation failed: {message}")
             self.evaluation_error = message
             return None
+        steps = snap.total(STEPS)
         if self.writer is not None:
-            self.writer.scalars({f"eval/{k}": v for k, v in result.metrics.items()}, snap.total(STEPS))
+            self.writer.scalars({f"eval/{k}": v for k, v in result.metrics.items()}, steps)
+        if self.best is not None and self.best.offer(result.metrics,
+                                                     lambda: self._checkpoint_state(snap, time.monotonic(), model)):
+            self.hooks.checkpointed(self.best.path, steps)
         if result.stop is not None and self.eval_stop is None:
             self.eval_stop = result.stop
             if self.run_state.solved_at is None:
                 self.run_state.solved_at = self.wall(time.monotonic())
+        self.hooks.evaluated(result, steps)
         return result
+
+    def _model_copy(self) -> Any:
+        """A model of this config holding a copy of the shared parameters, which the workers do not change."""
+        model = self.algorithm.build_model(self.cfg)
+        model.load_state_dict(model_state(self.model))
+        return model
 
     def _record_video(self, snap: Any, final: bool = False) -> None:
         """One greedy episode into videos/step-<env steps>.gif and TensorBoard (see the module docstring); a failure
@@ -421,23 +468,21 @@ class Monitor:
 
     def _write_hparams(self, summary: dict[str, Any], snap: Any) -> None:
         hparams = {key: get_path(self.cfg, key) for key in self.cfg["logging"]["hparams"]}
-        metrics = {"final/mean_return": summary["mean_return"], "final/env_steps_per_s": summary["steps_per_second"]}
-        if summary["solved_at_seconds"] is not None:
-            metrics["final/solved_at_seconds"] = summary["solved_at_seconds"]
-        metrics.update({f"final/{k}": v for k, v in summary.get("evaluation", {}).items()})
-        metrics = {k: v for k, v in metrics.items() if v is not None}
-        self.writer.hparams(hparams, metrics, snap.total(STEPS), run_name=self.checkpoint_file.parent.parent.name)
+        self.writer.hparams(hparams, final_metrics(summary), snap.total(STEPS), run_name=self.run_dir.name)
 
     # -- checkpoints and summary --------------------------------------------------------------
-    def _checkpoint(self, snap: Any, now: float, final: bool = False) -> None:
+    def _checkpoint_state(self, snap: Any, now: float, model: Any) -> dict[str, Any]:
+        """What a checkpoint of the run holds at snap, with model's parameters."""
         rs = self.run_state
-        state = checkpoint_state(self.cfg["algorithm"]["name"], self.model, self.optimizer, {
+        return checkpoint_state(self.cfg["algorithm"]["name"], model, self.optimizer, {
             "env_steps": snap.total(STEPS), "updates": snap.total(UPDATES), "episodes": snap.total(EPISODES),
             "skipped_updates": snap.total(SKIPPED), "wall_seconds": self.wall(now), "solved_at_seconds": rs.solved_at,
             "recent_returns": np.asarray(rs.window, dtype=np.float64), "seed": self.cfg["seed"],
             "generations": list(rs.generations)}, self.plugin_state)
+
+    def _checkpoint(self, snap: Any, now: float, final: bool = False) -> None:
         try:
-            save_checkpoint(self.checkpoint_file, state)
+            save_checkpoint(self.checkpoint_file, self._checkpoint_state(snap, now, self.model))
         except CheckpointError as exc:
             if final or str(exc) != self.checkpoint_error:
                 self.say(f"{'final ' if final else ''}checkpoint failed: {exc}")
@@ -447,6 +492,7 @@ class Monitor:
         if self.checkpoint_error is not None:
             self.say(f"checkpoint written again: '{self.checkpoint_file}'")
             self.checkpoint_error = None
+        self.hooks.checkpointed(self.checkpoint_file, snap.total(STEPS))
 
     def _summary(self, snap: Any, end: float, first: Any, reason: str | None, restarts: int) -> dict[str, Any]:
         session_s = max(end - self.start, 1e-9)

@@ -1,4 +1,4 @@
-"""A trained run's policy for the user's own loop: `load_policy(run_dir) -> Policy`.
+"""A trained run's policy for the user's own loop: `load_policy(run_dir, checkpoint="latest") -> Policy`.
 
 `Policy.act(obs, state=None, deterministic=True) -> (action, state)` has the
 shape of Stable-Baselines3's `predict`. It acts through the algorithm's
@@ -26,7 +26,7 @@ from framework.train.config import Config, ConfigError, validate
 from framework.train.run_dir import check_replaceable, write_atomically
 from framework.train.trust import read_run_config
 from framework.plugin.schema import printable, short_repr
-from framework.train.run_checkpoint import read_checkpoint
+from framework.train.run_checkpoint import checkpoint_path, read_checkpoint
 
 EXPORT_FORMAT = "hogshare-policy"
 """The `format` entry of an exported file's metadata."""
@@ -36,24 +36,26 @@ State = tuple[np.ndarray, ...] | None
 None without one."""
 
 
-def load_trained(run_dir: str | Path, trust_code: bool = False) -> tuple[Config, Algorithm, nn.Module]:
-    """(config, algorithm, model holding the checkpoint's parameters) of a run directory; ConfigError or
-    CheckpointError when it is not one made by train or its checkpoint does not fit, and ConfigError when its
-    config names code to import that neither this user's train wrote nor `trust_code` trusts
-    (framework.train.trust)."""
+def load_trained(run_dir: str | Path, checkpoint: str = "latest",
+                 trust_code: bool = False) -> tuple[Config, Algorithm, nn.Module]:
+    """(config, algorithm, model holding the parameters of the latest or best checkpoint) of a run directory;
+    ConfigError or CheckpointError when it is not one made by train or the checkpoint is missing or does not fit,
+    and ConfigError when its config names code to import that neither this user's train wrote nor `trust_code`
+    trusts (framework.train.trust)."""
     run_dir = Path(run_dir)
+    checkpoint_path(run_dir, checkpoint)  # a name that is neither is refused before anything is read
     config = validate(read_run_config(run_dir, trust_code))
     algorithm = algorithms.get(config["algorithm"]["name"])
     model = algorithm.build_model(config)
-    read_checkpoint(run_dir, config, model, sum(a.nbytes for a in algorithm.build_state(config).values()))
+    read_checkpoint(run_dir, config, model, sum(a.nbytes for a in algorithm.build_state(config).values()), checkpoint)
     return config, algorithm, model
 
 
-def load_policy(run_dir: str | Path, trust_code: bool = False) -> "Policy":
-    """The policy of a run directory's checkpoint; ConfigError for a run of an algorithm without an environment,
-    or one whose config names code to import that this user's train did not write, unless `trust_code`
-    (framework.train.trust)."""
-    config, algorithm, model = load_trained(run_dir, trust_code)
+def load_policy(run_dir: str | Path, checkpoint: str = "latest", trust_code: bool = False) -> "Policy":
+    """The policy of a run directory's latest checkpoint (checkpoint="best": of its best one, `trainer.keep_best`);
+    ConfigError for a run of an algorithm without an environment, or one whose config names code to import that
+    this user's train did not write, unless `trust_code` (framework.train.trust)."""
+    config, algorithm, model = load_trained(run_dir, checkpoint, trust_code)
     if not algorithm.can_act():
         acting = ", ".join(n for n in algorithms.names() if algorithms.get(n).can_act())
         raise ConfigError(f"run '{printable(str(run_dir))}' trained algorithm {algorithm.name}, which has no "

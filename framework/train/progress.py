@@ -1,5 +1,9 @@
 """What a run shows on the terminal: a tqdm bar on stderr when it is a terminal (counting toward the budget that
-will end the run), and streams a hangup cannot break.
+will end the run), tqdm's notebook bar in a Jupyter kernel, and streams a hangup cannot break.
+
+In a Jupyter kernel stderr is no terminal, but it is watched: the bar is tqdm's notebook widget when ipywidgets
+is installed (the budget it counts may change, so the widget's maximum follows its total, and it ends green
+however the run ended: the outcome line says how), else tqdm's text bar on the kernel's stderr.
 
 Closing the terminal of a run sends it SIGHUP (it then stops as for SIGTERM),
 and from then on every write to that terminal fails with EIO (a closed pipe:
@@ -10,9 +14,10 @@ nor Python's flush at exit fails (which would make the exit code 120).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from tqdm import tqdm
 
@@ -81,6 +86,15 @@ class Output:
             pass
 
 
+def in_jupyter_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (tqdm.autonotebook's test: IPython's shell is the kernel's)."""
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and type(ipython.get_ipython()).__name__ == "ZMQInteractiveShell"
+
+
+_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt}{unit} [{elapsed}<{remaining}{postfix}]"
+
+
 class Progress:
     """Counts toward the budget that will end the run; silent when disabled or not on a terminal.
 
@@ -97,14 +111,23 @@ class Progress:
                  *, max_seconds: float = float("inf"), initial_seconds: float = 0.0, unit: str = "env steps",
                  show_return: bool = True):
         stream = stream or sys.stderr
-        self._bar = None
+        self._bar: Any = None
+        self._widget: Any = None  # the notebook bar's progress widget
         self.total_steps, self.max_seconds, self.unit, self.show_return = total_steps, max_seconds, unit, show_return
         self._first = (initial_steps, initial_seconds)
         self.counting = "steps"
-        if enabled and stream.isatty():
+        if not enabled:
+            return
+        kernel = in_jupyter_kernel()
+        if kernel and importlib.util.find_spec("ipywidgets") is not None:
+            from tqdm.notebook import tqdm as notebook_tqdm
+
+            self._bar = notebook_tqdm(total=total_steps, initial=initial_steps, unit=f" {unit}", unit_scale=True,
+                                      smoothing=0.3, bar_format=_BAR_FORMAT)
+            self._widget = self._bar.container.children[1]
+        elif kernel or stream.isatty():
             self._bar = tqdm(total=total_steps, initial=initial_steps, file=stream, unit=f" {unit}",
-                             unit_scale=True, dynamic_ncols=True, smoothing=0.3,
-                             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt}{unit} [{elapsed}<{remaining}{postfix}]")
+                             unit_scale=True, dynamic_ncols=True, smoothing=0.3, bar_format=_BAR_FORMAT)
 
     def binding(self, steps: int, seconds: float) -> str:
         """'seconds' when, at the rate so far, max_seconds comes before total_steps, else 'steps'."""
@@ -131,6 +154,8 @@ class Progress:
             bar.total, bar.unit, bar.unit_scale = self.total_steps, f" {self.unit}", True
             bar.n = steps
             counts = ""
+        if self._widget is not None:
+            self._widget.max = bar.total
         shown = f"return {significant(mean_return)}, " if self.show_return else ""
         bar.set_postfix_str(f"{counts}{shown}updates {updates}", refresh=False)
         bar.refresh()
@@ -139,3 +164,5 @@ class Progress:
         """Finish the bar."""
         if self._bar is not None:
             self._bar.close()
+        if self._widget is not None:
+            self._widget.bar_style = "success"

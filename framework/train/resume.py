@@ -18,15 +18,18 @@ of the run or is refused (exit code 2, naming the key); none is ignored.
   and whether it is normalised: the statistics are the model's), the dataset; and what names and places the run (`experiment`,
   `logging.logdir`).
 
-What the checkpoint must hold before any of it is used, and how it is
-restored, is `run_checkpoint`'s.
+`resumed_config` is the config a resume runs under, for `train --resume` and
+`run(resume=)` alike. What the checkpoint must hold before any of it is used,
+and how it is restored, is `run_checkpoint`'s.
 """
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 from framework.plugin.schema import printable, short_repr
-from framework.train.config import Config, ConfigError
+from framework.train.config import Config, ConfigError, apply_overrides, validate
+from framework.train.trust import read_run_config
 
 FIXED = ("algorithm.name", "optimizer.name", "model", "env.id", "env.kwargs", "env.normalize_obs",
          "env.normalize_reward", "dataset", "experiment", "logging.logdir")
@@ -62,3 +65,13 @@ def check_changes(trained: Config, resumed: Config) -> None:
                               f"allowed: {shown(old.get(path, missing))}, what the run was trained with (a resume "
                               f"keeps the model, the optimizer's kind, the environment, the data and the run's "
                               f"name and place: start a new run to change them)")
+
+
+def resumed_config(run_dir: str | Path, overrides: Sequence[str], trust_code: bool = False) -> Config:
+    """The config that continues the run in run_dir: its config.yaml with the overrides (`--set`) applied, once
+    none of them changes a FIXED key; ConfigError otherwise, or when it names code to import that this user's
+    train did not write and `trust_code` is not set (framework.train.trust)."""
+    raw = read_run_config(Path(run_dir), trust_code)
+    config = validate(apply_overrides(raw, overrides))
+    check_changes(validate(raw), config)
+    return config

@@ -11,7 +11,12 @@ unpickled) is `checkpoint`'s; this module says what a run puts in it:
 - `run`: the counters, wall time, recent returns, seed and worker
   generations (SAVED_RUN says what each may hold);
 - `plugin`, when the algorithm keeps arrays of its own
-  (`Algorithm.build_state`): those arrays by name.
+  (`Algorithm.build_state`): those arrays by name;
+- `evaluation`, in the best checkpoint (`trainer.keep_best`: checkpoints/best.npz) alone: the metrics of the
+  evaluation that made it the best (`best_checkpoint`).
+
+`checkpoint_path(run_dir, checkpoint)` names either file: "latest" (checkpoint.npz, what a resume continues
+from) or "best".
 
 A checkpoint is read as untrusted input: `check_saved_state` checks every
 part's types, ranges and sizes before any of it is used; the model and the
@@ -28,23 +33,30 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from framework.device import to_host
-from framework.plugin.schema import one_line, printable, short_repr
+from framework.plugin.schema import ConfigError, one_line, printable, short_repr
 from framework.train import run_dir
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import MAX_SECONDS, MAX_STEPS, MAX_WORKERS, Config
 
 CHECKPOINT = Path(run_dir.CHECKPOINTS) / "checkpoint.npz"
+BEST = Path(run_dir.CHECKPOINTS) / "best.npz"
+CHECKPOINTS = {"latest": CHECKPOINT, "best": BEST}
+"""The checkpoints a run directory may hold, by the names `load_policy` and `evaluate --checkpoint` take."""
 CHECKPOINT_META_BYTES = 4 << 20
 """The most a checkpoint holds besides parameters and optimizer state (run counters, recent returns, JSON)."""
 MAX_WINDOW = 100_000
 """Recent returns a checkpoint may carry (the largest `trainer.target_window`)."""
 MAX_ENTRIES = 100_000
 """Parameters (and per-parameter optimizer states) a checkpoint may name."""
+MAX_METRICS = 1000
+"""Numbers of the evaluation a best checkpoint holds."""
 
 
-def checkpoint_path(run_dir: str | Path) -> Path:
-    """Where a run directory keeps its checkpoint."""
-    return Path(run_dir) / CHECKPOINT
+def checkpoint_path(run_dir: str | Path, checkpoint: str = "latest") -> Path:
+    """Where a run directory keeps its latest (or best) checkpoint; ConfigError for another name."""
+    if checkpoint not in CHECKPOINTS:
+        raise ConfigError(f"checkpoint: got {short_repr(checkpoint)}; allowed: {' or '.join(CHECKPOINTS)}")
+    return Path(run_dir) / CHECKPOINTS[checkpoint]
 
 
 def model_state(model: Any) -> dict[str, np.ndarray]:
@@ -107,9 +119,15 @@ def check_saved_state(state: Any, path: Path, algorithm: str) -> dict[str, Any]:
                                f"'{where}' is {short_repr(value)}; allowed: {allowed}")
 
     parts = ("algorithm", "model", "optimizer", "run")
-    if not isinstance(state, dict) or sorted(set(state) - {"plugin"}) != sorted(parts):
+    if not isinstance(state, dict) or sorted(set(state) - {"plugin", "evaluation"}) != sorted(parts):
         shown = sorted(state) if isinstance(state, dict) else state
-        raise refuse("(top level)", shown, "the parts " + ", ".join(parts) + " (and plugin, for a plugin's arrays)")
+        raise refuse("(top level)", shown, "the parts " + ", ".join(parts) + " (and plugin, for a plugin's arrays, "
+                     "and evaluation, in the best checkpoint)")
+    evaluation = state.get("evaluation", {})
+    if not (isinstance(evaluation, dict) and len(evaluation) <= MAX_METRICS and all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for k, v in evaluation.items())):
+        raise refuse("evaluation", evaluation, f"a mapping of at most {MAX_METRICS} names to finite numbers")
     plugin = state.get("plugin", {})
     if not (isinstance(plugin, dict) and len(plugin) <= MAX_ENTRIES and all(
             isinstance(k, str) and isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for k, v in plugin.items())):
@@ -186,16 +204,21 @@ def load_model_state(model: Any, state: dict[str, Any], source: Path) -> None:
         raise CheckpointError(f"checkpoint '{source}' does not fit the model of this config: {one_line(exc)}") from None
 
 
-def read_checkpoint(run: Path, config: Config, model: Any, plugin_bytes: int = 0) -> dict[str, Any]:
-    """The checked checkpoint of a run directory, its parameters loaded into model; CheckpointError otherwise.
+def max_checkpoint_bytes(model: Any, plugin_bytes: int = 0) -> int:
+    """The most of a checkpoint this model (and optimizer state of up to four arrays per parameter) and
+    plugin_bytes of the plugin's own arrays (`Algorithm.build_state`) could use."""
+    return 5 * sum(value.nbytes for value in model_state(model).values()) + plugin_bytes + CHECKPOINT_META_BYTES
 
-    Nothing of a checkpoint larger than this model (and optimizer state of up to
-    four arrays per parameter) and plugin_bytes of the plugin's own arrays
-    (`Algorithm.build_state`) could use is read.
-    """
-    path = checkpoint_path(run)
-    params = sum(value.nbytes for value in model_state(model).values())
-    saved = load_checkpoint(path, max_bytes=5 * params + plugin_bytes + CHECKPOINT_META_BYTES)
+
+def read_checkpoint(run: Path, config: Config, model: Any, plugin_bytes: int = 0,
+                    checkpoint: str = "latest") -> dict[str, Any]:
+    """The checked latest (or best) checkpoint of a run directory, its parameters loaded into model;
+    CheckpointError otherwise. Nothing of a checkpoint larger than `max_checkpoint_bytes` is read."""
+    path = checkpoint_path(run, checkpoint)
+    if checkpoint == "best" and not path.is_file():
+        raise CheckpointError(f"run '{printable(str(run))}' has no best checkpoint ({BEST}); allowed: a run trained "
+                              f"with trainer.keep_best: true and trainer.eval_every_s > 0, once it evaluated")
+    saved = load_checkpoint(path, max_bytes=max_checkpoint_bytes(model, plugin_bytes))
     check_saved_state(saved, path, config["algorithm"]["name"])
     load_model_state(model, saved["model"], path)
     return saved

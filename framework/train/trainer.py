@@ -12,7 +12,10 @@ descriptors the run's processes need. Only then is the run directory made
 `Monitor` started over the backend. A refusal in start-up (bad checkpoint, no room, a stop signal)
 leaves no directory and a resumed one byte-identical; once training runs,
 stopping is the monitor's. A run directory holds config.yaml, the event
-files, checkpoints/checkpoint.npz and, at the end, summary.json.
+files, checkpoints/checkpoint.npz (and checkpoints/best.npz with
+`trainer.keep_best`) and, at the end, summary.json. The monitor calls the
+run's callbacks, and after them the trackers its config turns on
+(`logging.mlflow`, `logging.wandb`: see `trackers`).
 Checkpoints and histograms hold host copies of the parameters, so a
 checkpoint resumes or evaluates on any device.
 """
@@ -22,20 +25,22 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 import numpy as np
 
 import sharing
 from framework import algorithms
 from framework.device import cuda_device_count, use_device
-from framework.train import backends, run_dir, startup, trust
+from framework.train import backends, run_dir, startup, trackers, trust
 from framework.train.backends.base import Backend, Launch, share_model
+from framework.train.best_checkpoint import BestCheckpoint
+from framework.train.callbacks import Callback, RunHooks
 from framework.train.config import Config, ConfigError, config_text
 from framework.train.monitor import Monitor, RunResult, RunState
 from framework.train.progress import Output
-from framework.train.run_checkpoint import (CHECKPOINT, checkpoint_path, load_optimizer_state, model_state,
-                                            read_checkpoint, restore_plugin_state)
+from framework.train.run_checkpoint import (CHECKPOINT, checkpoint_path, load_optimizer_state, max_checkpoint_bytes,
+                                            model_state, read_checkpoint, restore_plugin_state)
 from framework.plugin.run_stats import RunStats
 from framework.plugin.schema import one_line, printable
 from framework.train.startup import RunError
@@ -49,11 +54,12 @@ class Trainer:
     """One training run: a new one (made under logging.logdir once it can start) or the one in run_dir, resumed.
 
     `signals` are the stop signals of the command (installed by the caller);
-    without them, the run installs its own while it runs.
+    without them, the run installs its own while it runs. `callbacks` are
+    called by the monitor (see `callbacks`).
     """
 
     def __init__(self, config: Config, run_dir: str | Path | None = None, *, resume: bool = False,
-                 log: TextIO | None = None, signals: StopSignals | None = None):
+                 log: TextIO | None = None, signals: StopSignals | None = None, callbacks: Sequence[Callback] = ()):
         self.config = config
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.resume = resume
@@ -63,6 +69,7 @@ class Trainer:
         self.signals = signals or StopSignals()
         self.needs_trust_code = False
         """Whether this run's config.yaml names code and could not be signed: reading it back needs --trust-code."""
+        self.callbacks = list(callbacks)
 
     def say(self, text: str) -> None:
         """One line for the person running train (stderr)."""
@@ -90,11 +97,22 @@ class Trainer:
                 except BaseException:
                     pool.stop(0.0)
                     raise
+                hooks = RunHooks([*self.callbacks, *trackers.build_trackers(self.config, self.run_dir, self.say)],
+                                 say=self.say)
                 monitor = Monitor(launch, pool, run, writer, checkpoint_path(self.run_dir),
                                   self.run_dir / "summary.json", self.run_dir / run_dir.VIDEOS, say=self.say,
                                   stop_signal=self.stop_signal, progress_stream=self._log,
-                                  interruptible=self.signals.raising)
+                                  interruptible=self.signals.raising, hooks=hooks, best=self._best_checkpoint(launch))
                 return monitor.run()
+
+    def _best_checkpoint(self, launch: Launch) -> BestCheckpoint | None:
+        """With trainer.keep_best, the run's best checkpoint (a resumed run's best so far read back)."""
+        if not self.config["trainer"]["keep_best"]:
+            return None
+        best = BestCheckpoint(checkpoint_path(self.run_dir, "best"), self.say)
+        best.restore(self.config["algorithm"]["name"],
+                     max_checkpoint_bytes(launch.model, sum(a.nbytes for a in launch.state.values())))
+        return best
 
     # -- start-up: nothing is written -------------------------------------------------------------
     def _check_device(self) -> None:
@@ -153,8 +171,9 @@ class Trainer:
         checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * run.window.maxlen + (64 << 10)
                             + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values())
                             + plugin_bytes)
+        copies = 3 if tcfg["keep_best"] else 2  # the checkpoint and its temp file, and the best checkpoint
         startup.check_disk(self.run_dir if self.resume else Path(cfg["logging"]["logdir"]),
-                           len(config_text(cfg)) + 2 * checkpoint_bytes + startup.EVENTS_ROOM)
+                           len(config_text(cfg)) + copies * checkpoint_bytes + startup.EVENTS_ROOM)
         check()
         launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations, roles=roles,
                         state=plugin_state)

@@ -112,7 +112,10 @@ CHEAP = {"trainer.workers": 3, "trainer.total_steps": 3000, "env.envs_per_worker
 """Keys whose values cost memory or time in proportion: the real runs draw them up to these caps (a Hogwild run whose
 updates are all non-finite counts no samples, so it ends only after max_nonfinite_updates of them)."""
 FIXED_IN_RUNS = ("experiment", "env.id", "env.kwargs", "dataset.path", "trainer.device", "trainer.backend",
-                 "trainer.ray.address", "logging.logdir", "logging.hparams", "logging.progress", "dataset.kind")
+                 "trainer.ray.address", "logging.logdir", "logging.hparams", "logging.progress", "dataset.kind",
+                 # the trackers stay off: they would talk to MLflow and W&B services
+                 "logging.mlflow.tracking_uri", "logging.mlflow.experiment", "logging.wandb.project",
+                 "logging.wandb.entity", "logging.wandb.mode", "logging.wandb.group", "logging.wandb.tags")
 
 
 def _accepted(key: str, spec: Field):

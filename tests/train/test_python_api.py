@@ -64,8 +64,9 @@ def test_run_from_standard_input(tmp_path):
                           capture_output=True, text=True, timeout=120, env=cli_env()), tmp_path / "runs")
 
 
-def _kernel_run(code: list[str], env: dict) -> list[str]:
-    """What a real IPython kernel prints (stdout, and error lines as 'ERROR name: value') for each cell."""
+def _kernel_run(code: list[str], env: dict, messages: list[dict] | None = None) -> list[str]:
+    """What a real IPython kernel prints (stdout, and error lines as 'ERROR name: value') for each cell; every
+    message of its output channel goes into `messages` too, when given."""
     from jupyter_client.manager import start_new_kernel
 
     km, kc = start_new_kernel(kernel_name="python3", cwd=str(CHECKOUT), env=env, startup_timeout=90)
@@ -75,6 +76,8 @@ def _kernel_run(code: list[str], env: dict) -> list[str]:
             printed: list[str] = []
 
             def hook(msg: dict) -> None:
+                if messages is not None:
+                    messages.append(msg)
                 if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
                     printed.append(msg["content"]["text"])
                 elif msg["msg_type"] == "error":
@@ -105,6 +108,50 @@ def test_run_from_a_jupyter_kernel_and_its_refusal_of_a_notebook_class(tmp_path)
     assert refused == ("ConfigError env=: got __main__.NotebookEnv, defined in an interactive session (standard "
                        "input, python -c or a notebook) that worker processes cannot import; allowed: a class or "
                        "function defined in a module file: define it in a module file and import it\n"), refused
+
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def test_run_in_a_notebook_shows_the_notebook_bar_and_the_outcome_line(tmp_path):
+    """tqdm's notebook widget (ipywidgets) counts toward the budget and ends green; stdout ends with train's line."""
+    messages: list[dict] = []
+    quiet = [o for o in SHORT if not o.startswith("logging.progress")]
+    shown, silent = _kernel_run([
+        f"from framework.train import run\n"
+        f"r = run('configs/a3c.yaml', {['trainer.max_seconds=4', *quiet[1:]]!r}, logdir={str(tmp_path / 'a')!r})",
+        f"r = run('configs/a3c.yaml', {['trainer.max_seconds=2', *SHORT[1:]]!r}, logdir={str(tmp_path / 'b')!r})",
+    ], cli_env(), messages)
+    run_dir = only_run_dir(tmp_path / "a")
+    assert shown.startswith(f"{run_dir}: ") and shown.count("\n") == 1, shown
+    assert f"; {summary(run_dir)['env_steps']} env steps, " in shown
+    assert silent == ""  # logging.progress: false
+    widgets = [m for m in messages if m["msg_type"] == "display_data" and WIDGET in m["content"]["data"]]
+    assert len(widgets) == 1, [m["msg_type"] for m in messages]
+    states = [m["content"]["data"]["state"] for m in messages if m["msg_type"] == "comm_msg"
+              and m["content"]["data"].get("method") == "update"]
+    counted = [state["value"] for state in states if isinstance(state.get("value"), (int, float))]
+    assert counted and max(counted) > 0, states  # the FloatProgress; its HTML neighbours hold text
+    assert {"bar_style": "success"} in [{k: v for k, v in state.items() if k == "bar_style"} for state in states]
+
+
+def test_run_ends_with_trains_outcome_line_unless_progress_is_off(tmp_path):
+    code = ("from framework.train import run\n"
+            "if __name__ == '__main__':\n"
+            f"    run({str(CONFIGS / 'a3c.yaml')!r}, {SHORT[:-1]!r} + [__import__('sys').argv[1]], "
+            f"logdir={str(tmp_path)!r} + '/' + __import__('sys').argv[1][-4:])\n")
+    script = tmp_path / "outcome.py"
+    script.write_text(code)
+    for progress in ("logging.progress=true", "logging.progress=false"):
+        done = subprocess.run([sys.executable, str(script), progress], capture_output=True, text=True, timeout=120,
+                              env=cli_env())
+        assert done.returncode == 0, done.stderr
+        run_dir = only_run_dir(tmp_path / progress[-4:])
+        if progress.endswith("true"):
+            assert done.stdout.startswith(f"{run_dir}: {summary(run_dir)['stop_reason']}; ")
+            assert done.stdout.count("\n") == 1
+        else:
+            assert done.stdout == ""
 
 
 def test_a_bad_config_is_refused_with_the_commands_line_and_nothing_written(tmp_path):

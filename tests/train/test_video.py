@@ -94,7 +94,8 @@ def test_record_names_the_suffixes_it_writes(tmp_path, name):
     code, out, err = call_main(evaluate_main, ["--run", str(tmp_path), "--record", str(tmp_path / name)])
     assert code == 2 and out == ""
     assert err == (f"evaluate: error: argument --record: got '{tmp_path / name}'; allowed: a file name ending in "
-                   f".gif or .mp4 (usage: evaluate [-h] --run RUN_DIR [--episodes EPISODES] [--seed SEED] "
+                   f".gif or .mp4 (usage: evaluate [-h] --run RUN_DIR [--checkpoint latest|best] "
+                   f"[--episodes EPISODES] [--seed SEED] "
                    f"[--max-steps N] [--max-seconds S] [--record FILE] [--export FILE] [--trust-code])\n")
 
 

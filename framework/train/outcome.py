@@ -1,0 +1,41 @@
+"""What `train` (and `run()` from Python) says when a run ends: the outcome line, and the commands that use the run
+next."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from framework.plugin.algorithm import Algorithm
+from framework.plugin.formatting import significant
+from framework.train.run_checkpoint import BEST
+
+
+def outcome_line(s: dict, algorithm: Algorithm, config: dict) -> str:
+    """The outcome line of `train`: why it stopped, the counts (in the algorithm's units), and the return or the
+    final evaluation (3 significant figures)."""
+    steps_unit, episodes_unit = algorithm.units
+    done = algorithm.episodes_done(config, s["env_steps"], s["episodes"])
+    line = (f"{s['stop_reason']}; {s['env_steps']} {steps_unit}, {s['updates']} updates, "
+            f"{done if isinstance(done, int) else significant(done)} {episodes_unit} "
+            f"in {s['wall_seconds']:.1f} s ({s['steps_per_second']:,.0f} {steps_unit}/s)")
+    if s["episodes"] == 0 and s.get("evaluation"):
+        return line + "; final evaluation: " + ", ".join(f"{k} {significant(v)}" for k, v in s["evaluation"].items())
+    solved = ("not set" if s["target_return"] is None else "not reached" if s["solved_at_seconds"] is None
+              else f"{significant(s['target_return'])} reached at {s['solved_at_seconds']:.1f} s")
+    return (line + f"; mean return {significant(s['mean_return'])} over the last {s['target_window']} episodes; "
+            f"target {solved}")
+
+
+def next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path, trust_code: bool = False) -> str:
+    """The lines after the outcome: where the checkpoint is and the commands that use the run next (a resume that
+    would stop at once raises the budget that stopped it, to twice its value; --trust-code where the run's code
+    needs it: its config.yaml could not be signed; no evaluation of a run that took no step: it learned nothing)."""
+    run = shlex.quote(str(run_dir)) + " --trust-code" * trust_code
+    more = {"total_steps reached": "total_steps", "max_seconds reached": "max_seconds"}.get(s["stop_reason"])
+    doubled = None if more is None else config["trainer"][more] * 2
+    budget = "" if more is None else f" --set trainer.{more}={doubled if isinstance(doubled, int) else f'{doubled:g}'}"
+    saved = f"checkpoint: {checkpoint}" if checkpoint.is_file() else "checkpoint: none was written"
+    evaluations = [f"evaluate --run {run}"] + [f"evaluate --run {run} --checkpoint best"] * (run_dir / BEST).is_file()
+    commands = evaluations * (s["env_steps"] > 0) + [f"tensorboard --logdir {shlex.quote(str(run_dir.parent))}",
+                                                    f"train --resume {run}{budget}"]
+    return "\n".join([saved, *(("next: " if i == 0 else " " * 6) + command for i, command in enumerate(commands))])
