@@ -14,14 +14,14 @@ from framework.train.policy import load_trained
 from run_configs import cartpole_config, hogwild_config
 from train_cli import events, only_run_dir, run_cli, snapshot, summary, write_config
 
-KEEP_BEST = {"eval_every_s": 0.3, "eval_episodes": 5, "keep_best": True}
+KEEP_BEST = {"eval_every_s": 0.1, "eval_episodes": 5, "keep_best": True}
 
 
 @pytest.fixture(scope="module")
 def best_run(tmp_path_factory):
-    """A finished CartPole run with keep_best and an evaluation every 0.3 s; treat it as read-only."""
+    """A finished CartPole run with keep_best and an evaluation every 0.1 s (a few dozen in its 40,000 steps); treat it as read-only."""
     logdir = tmp_path_factory.mktemp("best")
-    config = write_config(logdir.parent / "best.yaml", cartpole_config(total_steps=8000, trainer=KEEP_BEST))
+    config = write_config(logdir.parent / "best.yaml", cartpole_config(total_steps=40_000, trainer=KEEP_BEST))
     done = run_cli("train", "--config", config, "--logdir", logdir)
     assert done.returncode == 0, done.stderr
     return only_run_dir(logdir)
@@ -112,14 +112,14 @@ def test_a_resumed_run_keeps_its_best_checkpoint_until_an_evaluation_beats_it(be
     unbeatable = shutil.copytree(best_run, tmp_path / "unbeatable")
     _set_best_return(unbeatable, 1e9)
     before = (unbeatable / "checkpoints" / "best.npz").read_bytes()
-    done = run_cli("train", "--resume", unbeatable, "--set", "trainer.total_steps=10000")
+    done = run_cli("train", "--resume", unbeatable, "--set", "trainer.total_steps=60000")
     assert done.returncode == 0, done.stderr
     assert (unbeatable / "checkpoints" / "best.npz").read_bytes() == before
     assert summary(unbeatable)["best_checkpoint"]["return_mean"] == 1e9
 
     beaten = shutil.copytree(best_run, tmp_path / "beaten")
     _set_best_return(beaten, -1e9)
-    done = run_cli("train", "--resume", beaten, "--set", "trainer.total_steps=10000")
+    done = run_cli("train", "--resume", beaten, "--set", "trainer.total_steps=60000")
     assert done.returncode == 0, done.stderr
     assert _best_part(beaten)["evaluation"]["return_mean"] > 0
     assert summary(beaten)["best_checkpoint"]["env_steps"] > summary(best_run)["env_steps"]
@@ -128,7 +128,7 @@ def test_a_resumed_run_keeps_its_best_checkpoint_until_an_evaluation_beats_it(be
 def test_an_unreadable_best_checkpoint_is_said_and_replaced(best_run, tmp_path):
     run_dir = shutil.copytree(best_run, tmp_path / "run")
     (run_dir / "checkpoints" / "best.npz").write_bytes(b"not a checkpoint")
-    done = run_cli("train", "--resume", run_dir, "--set", "trainer.total_steps=10000")
+    done = run_cli("train", "--resume", run_dir, "--set", "trainer.total_steps=60000")
     assert done.returncode == 0, done.stderr
     assert f"checkpoint '{run_dir / 'checkpoints' / 'best.npz'}' is truncated or corrupt" in done.stderr
     assert "the next evaluation writes a new best checkpoint" in done.stderr

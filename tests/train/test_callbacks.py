@@ -97,7 +97,7 @@ def test_train_takes_callbacks_by_name_and_reports_their_stop_and_failure(tmp_pa
         assert mine[0] == "on_start" and mine[-1] == "on_end" and "on_log" in mine
     assert calls[-1][3]["stop_reason"] == "stopped by callback StopAfter2000Steps"
 
-    config = write_config(tmp_path / "c.yaml", cartpole_config(total_steps=3000))
+    config = write_config(tmp_path / "c.yaml", cartpole_config(total_steps=10**7))  # ended by the callback
     failed = run_cli("train", "--config", config, "--logdir", tmp_path / "failed", "--callback",
                      "run_callbacks:RaisingOnLog")
     assert failed.returncode == 1, failed.stderr
