@@ -42,7 +42,8 @@ class FrameConv2d(nn.Conv2d):
     """
 
     def forward(self, input: Any) -> Any:
-        return F.conv2d(input, self.weight * (1.0 / 255.0), self.bias, self.stride, self.padding, self.dilation)
+        return F.conv2d(input, self.weight * (1.0 / 255.0), self.bias, self.stride, self.padding, self.dilation,
+                        workspace=self.workspace)
 
 
 def conv_output_sides(sides: Sequence[int], conv: Sequence[tuple[int, int, int]]) -> tuple[int, ...]:

@@ -218,6 +218,13 @@ def test_conv2d_blocked_paths(size, kernel, stride, padding, dilation):
     check_grads(lambda *t: F.conv2d(*t, stride=stride, padding=padding, dilation=dilation), x, w, b)
 
 
+def test_conv2d_over_a_convolutions_channel_major_output():
+    """A stride-1 convolution reads a convolution's output, (C, N, H, W) memory, in place as its block matrix."""
+    rng = np.random.default_rng(7)
+    x, w, v = rng.standard_normal((2, 2, 9, 9)), rng.standard_normal((3, 2, 3, 3)), rng.standard_normal((2, 3, 2, 2))
+    check_grads(lambda x, w, v: F.conv2d(F.conv2d(x, w, stride=2), v), x, w, v)
+
+
 @settings(max_examples=8, deadline=None)
 @given(data=st.data(), kernel=st.integers(2, 3), stride=st.sampled_from([None, 1, 2]), padding=st.integers(0, 1))
 def test_max_pool2d(data, kernel, stride, padding):
