@@ -47,7 +47,13 @@ class Conv2d(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor) -> Tensor:
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, workspace=self.workspace)
+        return self.convolve(input)
+
+    def convolve(self, input: Tensor, relu: bool = False) -> Tensor:
+        """The convolution, and with `relu` a ReLU after it in the same op (nn.Sequential's fusion): a subclass
+        that changes the convolution overrides this, not forward."""
+        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, workspace=self.workspace,
+                      relu=relu)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "

@@ -209,7 +209,8 @@ def _shifts(plan: _Plan) -> list:
 
 
 def _blocks_forward(x: Any, w: Any, b: Any, plan: _Plan, workspace: Workspace, dtype: Any) -> tuple:
-    """(output (O, N, OH, OW), block matrix, whether it is the workspace's, blocked weight) of the blocks path.
+    """(output (O, N, OH, OW), the (O, N, GH, GW) grid it views, block matrix, whether that is the workspace's,
+    blocked weight) of the blocks path.
 
     The output is an (O, N, OH, OW) view of an (O, N, GH, GW) grid: each shifted sum then runs along whole
     rows of the grid (cells it wraps into are cut off by the view), not along rows of OW values.
@@ -235,11 +236,12 @@ def _blocks_forward(x: Any, w: Any, b: Any, plan: _Plan, workspace: Workspace, d
     for k, shift in enumerate(_shifts(plan)[1:], start=1):
         rows[:, :flat - shift] += products[k, :, shift:]
     workspace.give(products)
-    return out[:, :, :oh, :ow], blocks, lent, kernel
+    return out[:, :, :oh, :ow], out, blocks, lent, kernel
 
 
-def _blocks_backward(needs: tuple, g: Any, plan: _Plan, saved: Saved) -> tuple:
-    """(input, weight) gradients of the blocks path from the (O, N, OH, OW) output gradient.
+def _blocks_backward(needs: tuple, g: Any, mask: Any, plan: _Plan, saved: Saved) -> tuple:
+    """(input, weight, bias) gradients of the blocks path from the (O, N, OH, OW) output gradient, times `mask`
+    (the fused ReLU's) unless None.
 
     The output gradient is placed on the grid once; each kernel block's shifted copy of it is then one copy
     along whole rows (their zero borders are the workspace buffer's, written once).
@@ -248,8 +250,12 @@ def _blocks_backward(needs: tuple, g: Any, plan: _Plan, saved: Saved) -> tuple:
     (sh, sw), (gh, gw), (oh, ow), depth = plan.stride, plan.grid, plan.out_hw, plan.c * plan.stride[0] * plan.stride[1]
     shifts, flat = _shifts(plan), plan.n * gh * gw
     shifted = workspace.take(xp, g, (len(shifts), plan.o, plan.n, gh, gw), g.dtype, zeroed=True)
-    shifted[0, :, :, :oh, :ow] = g
+    if mask is None:
+        shifted[0, :, :, :oh, :ow] = g
+    else:
+        xp.multiply(g, mask, out=shifted[0, :, :, :oh, :ow])
     rows = shifted.reshape(len(shifts), plan.o, flat)
+    gb = rows[0].sum(axis=1) if needs[2] else None
     for k, shift in enumerate(shifts[1:], start=1):
         rows[k, :, shift:] = rows[0, :, :flat - shift]
     rows = rows.reshape(-1, flat)
@@ -267,7 +273,7 @@ def _blocks_backward(needs: tuple, g: Any, plan: _Plan, saved: Saved) -> tuple:
             gx = _from_blocks(blocks, plan)
             workspace.give(blocks)
     workspace.give(shifted, zeroed=True)
-    return gx, gw_
+    return gx, gw_, gb
 
 
 def _padded(x: Any, plan: _Plan, workspace: Workspace) -> Tuple[Any, Any]:
@@ -299,17 +305,22 @@ def _patches_forward(x: Any, w: Any, b: Any, plan: _Plan, workspace: Workspace, 
     return out, patches
 
 
-def _patches_backward(needs: tuple, g: Any, w: Any, plan: _Plan, saved: Saved) -> tuple:
-    """(input, weight) gradients of the patches path from the (O, N, OH, OW) output gradient."""
+def _patches_backward(needs: tuple, g: Any, mask: Any, w: Any, plan: _Plan, saved: Saved) -> tuple:
+    """(input, weight, bias) gradients of the patches path from the (O, N, OH, OW) output gradient, times `mask`
+    (the fused ReLU's) unless None."""
     xp, workspace = array_module(g), saved.workspace
     (kh, kw), (sh, sw), (dh, dw), (oh, ow), (ph, pw) = plan.kernel, plan.stride, plan.dilation, plan.out_hw, \
         plan.padding
     lent = None
-    if not g.flags.c_contiguous:
+    if mask is not None or not g.flags.c_contiguous:
         lent = workspace.take(xp, g, g.shape, g.dtype)
-        lent[...] = g
+        if mask is None:
+            lent[...] = g
+        else:
+            xp.multiply(g, mask, out=lent)
         g = lent
     g_rows = g.reshape(plan.o, -1)
+    gb = g_rows.sum(axis=1) if needs[2] else None
     gx = gw_ = None
     if needs[1]:
         gw_ = (g_rows @ saved["patches"].reshape(plan.c * kh * kw, -1).T).reshape(w.shape)
@@ -325,47 +336,50 @@ def _patches_backward(needs: tuple, g: Any, w: Any, plan: _Plan, saved: Saved) -
         gx = grad[:, :, ph:ph + plan.h, pw:pw + plan.w].transpose(1, 0, 2, 3)
     if lent is not None:
         workspace.give(lent)
-    return gx, gw_
+    return gx, gw_, gb
 
 
 def _conv2d_forward(x: Any, w: Any, b: Any, stride: Tuple[int, int], padding: Tuple[int, int],
-                    dilation: Tuple[int, int], workspace: Optional[Workspace], save: bool = False) -> Any:
+                    dilation: Tuple[int, int], workspace: Optional[Workspace], relu: bool, save: bool = False) -> Any:
     unbatched = x.ndim == 3
     x4 = x[None] if unbatched else x
     plan = _plan(x4.shape, w.shape, stride, padding, dilation)
     workspace = Workspace() if workspace is None else workspace  # without one: buffers for this call alone
-    dtype = array_module(x).result_type(x.dtype, w.dtype)
+    xp = array_module(x)
+    dtype = xp.result_type(x.dtype, w.dtype)
     if plan.blocked:
-        out, matrix, lent, kernel = _blocks_forward(x4, w, b, plan, workspace, dtype)
+        out, memory, matrix, lent, kernel = _blocks_forward(x4, w, b, plan, workspace, dtype)
         zeroed, kept = not plan.inside, {"blocks": matrix, "kernel": kernel}
     else:
         out, matrix = _patches_forward(x4, w, b, plan, workspace, dtype)
-        lent, zeroed, kept = True, False, {"patches": matrix}
+        memory, lent, zeroed, kept = out, True, False, {"patches": matrix}
+    if relu:  # in place, along whole rows of the output's memory
+        xp.maximum(memory, 0, out=memory)
     result = out.transpose(1, 0, 2, 3)
     result = result[0] if unbatched else result
     if not save:
         if lent:
             workspace.give(matrix, zeroed)
         return result
-    return result, Saved(workspace, ((matrix, zeroed),) if lent else (), plan=plan, **kept)
+    return result, Saved(workspace, ((matrix, zeroed),) if lent else (), plan=plan, output=memory if relu else None,
+                         **kept)
 
 
 def _conv2d_backward(needs: tuple, args: tuple, out: Any, g: Any, saved: Saved) -> tuple:
-    w = args[1]
-    plan = saved["plan"]
+    plan, output = saved["plan"], saved["output"]
     g4 = (g[None] if g.ndim == 3 else g).transpose(1, 0, 2, 3)  # (O, N, OH, OW): the output's memory order
+    mask = None if output is None else (output > 0)[:, :, :plan.out_hw[0], :plan.out_hw[1]]  # the fused ReLU's
     if plan.blocked:
-        gx, gw = _blocks_backward(needs, g4, plan, saved)
+        gx, gw, gb = _blocks_backward(needs, g4, mask, plan, saved)
     else:
-        gx, gw = _patches_backward(needs, g4, w, plan, saved)
+        gx, gw, gb = _patches_backward(needs, g4, mask, args[1], plan, saved)
     if gx is not None and args[0].ndim == 3:
         gx = gx[0]
-    gb = g4.sum(axis=(1, 2, 3)) if needs[2] else None
-    return gx, gw, gb, None, None, None, None
+    return gx, gw, gb, None, None, None, None, None
 
 
 def _conv2d_shape(x: tuple, w: tuple, b: Any, stride: Tuple[int, int], padding: Tuple[int, int],
-                  dilation: Tuple[int, int], workspace: Any) -> tuple:
+                  dilation: Tuple[int, int], workspace: Any, relu: bool) -> tuple:
     return tuple(x[:-3]) + (w[0],) + tuple(_out_size(x[i - 2], w[i + 2], stride[i], padding[i], dilation[i])
                                            for i in range(2))
 
@@ -374,14 +388,18 @@ CONV2D = Primitive("conv2d", _conv2d_forward, _conv2d_backward, shape=_conv2d_sh
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1, groups: int = 1, workspace: Optional[Workspace] = None) -> Tensor:
+           dilation: Any = 1, groups: int = 1, *, workspace: Optional[Workspace] = None, relu: bool = False) -> Tensor:
     """Cross-correlation of (N, C_in, H, W) input with an (C_out, C_in, KH, KW) weight, as torch.conv2d; integer
     input (uint8 frames) is read as its values in the weight's dtype, where torch refuses it.
 
     One GEMM each way (see Note [convolution as one GEMM each way]); the result
     is an (N, C_out, OH, OW) view of channel-major memory. `workspace` keeps the
     scratch arrays for the next call of the same shapes (nn.Conv2d passes its
-    own); without one they are allocated per call.
+    own); without one they are allocated per call. With `relu`, the result is
+    max(conv, 0), computed in place along whole rows of the output's memory,
+    and the ReLU's backward is the mask applied in the copy of the output
+    gradient that the convolution's backward makes anyway (nn.Sequential fuses
+    a Conv2d and the ReLU after it so).
     """
     if groups != 1:
         raise ValueError(f"conv2d: only groups=1 is supported, got groups={groups!r}")
@@ -397,7 +415,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     if out_hw[0] <= 0 or out_hw[1] <= 0:
         raise ValueError(f"conv2d: kernel {kernel} (dilation {dilation}) is larger than the padded input "
                          f"{tuple(x.shape[2:])} + 2*{padding}")
-    return apply(CONV2D, input, weight, bias, stride, padding, dilation, workspace)
+    return apply(CONV2D, input, weight, bias, stride, padding, dilation, workspace, bool(relu))
 
 
 # ---- max pooling ------------------------------------------------------------------------------------------

@@ -132,3 +132,30 @@ def test_the_atari_network_compiles_as_one_graph_with_eager_values_and_gradients
     compiled(frames(4, 1)).backward()
     assert_same(grads_of(params, lambda: pending), grads_of(params, lambda: loss(frames(4, 0))))
     assert compiler.counters["captures"] == 1 and compiler.counters["graph_breaks"] == 0
+
+
+def test_sequential_fuses_each_conv2d_with_the_relu_after_it_to_the_same_values_and_gradients():
+    F.manual_seed(0)
+    fused = nn.Sequential(nn.Conv2d(2, 4, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(4, 3, 2, dilation=2),
+                          nn.ReLU(), nn.Flatten(), nn.Linear(3 * 2 * 2, 2))
+    layers = list(fused)
+
+    def unfused(x):
+        h = F.relu(layers[0](x))
+        return layers[5](layers[4](F.relu(layers[2](h))))
+    x = F.randn(3, 2, 8, 8, requires_grad=True)
+    params = [x] + list(fused.parameters())
+    assert_same(fused(x), unfused(x))
+    assert_same(grads_of(params, lambda: fused(x).sum()), grads_of(params, lambda: unfused(x).sum()))
+    ops = compiler.explain(lambda x: fused(x).sum(), x).ops_per_graph[0]
+    assert ops.count("conv2d") == 2 and "relu" not in ops  # each ReLU ran inside its convolution
+
+
+def test_sequential_leaves_a_conv2d_whose_forward_is_overridden_unfused():
+    class Negated(nn.Conv2d):
+        def forward(self, input):
+            return -super().forward(input)
+    F.manual_seed(0)
+    net = nn.Sequential(Negated(2, 3, 3), nn.ReLU())
+    x = F.randn(2, 2, 5, 5)
+    assert_same(net(x), F.relu(-net[0].convolve(x)))
