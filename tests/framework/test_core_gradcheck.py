@@ -220,8 +220,8 @@ def test_conv2d_blocked_paths(size, kernel, stride, padding, dilation):
         check_grads(lambda *t: F.conv2d(*t, stride=stride, padding=padding, dilation=dilation, relu=relu), x, w, b)
 
 
-def test_conv2d_over_a_convolutions_channel_major_output():
-    """A stride-1 convolution reads a convolution's output, (C, N, H, W) memory, in place as its block matrix."""
+def test_conv2d_over_a_convolutions_output():
+    """A stride-1 convolution (im2col) over a strided one's (space to depth) output, a view of (C, H, W, N) memory."""
     rng = np.random.default_rng(7)
     x, w, v = rng.standard_normal((2, 2, 9, 9)), rng.standard_normal((3, 2, 3, 3)), rng.standard_normal((2, 3, 2, 2))
     check_grads(lambda x, w, v: F.conv2d(F.conv2d(x, w, stride=2), v), x, w, v)
