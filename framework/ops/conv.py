@@ -5,36 +5,45 @@ A convolution is a GEMM over a matrix of input patches: the weight as an
 (out, in * kh * kw) matrix times the patches, one column per output position
 with the batch folded into the columns, and its backward is one GEMM for the
 weight gradient and one for the input gradient. conv2d builds that matrix in
-one of two ways, whichever moves fewer bytes for its shape (`_plan`):
+one of two ways (`_plan`):
 
-- patches (im2col): a strided view of the input with one axis per kernel
-  offset, copied once into a (in * kh * kw, N * OH * OW) matrix. Backward:
-  the weight gradient is the output gradient times that matrix, the input
-  gradient's patches are the weight times the output gradient, summed back
-  onto the input by one strided add per kernel offset (col2im, no np.add.at).
 - blocks (space to depth), for strides above 1: the input cut into
-  stride-sized blocks, a (in * sh * sw, N * GH * GW) matrix the size of the
+  stride-sized blocks, a (in * sh * sw, GH * GW * N) matrix the size of the
   input (im2col's is kh * kw / (sh * sw) times larger: 4x for both of the Atari
-  network's convolutions). The convolution is then a stride-1 one over the
-  grid of blocks with a kernel of kbh x kbw blocks: one GEMM of the weight as
-  (kbh * kbw * out) rows gives every block's product with each kernel block,
-  and the output is their sum over kbh * kbw shifted windows. Backward: the
-  output gradient is copied once per kernel block, shifted, into a
-  (kbh * kbw * out, N * GH * GW) matrix (the patches of the transposed
+  network's convolutions), in one copy from a strided view. The convolution is
+  then a stride-1 one over the grid of blocks with a kernel of kbh x kbw
+  blocks: one GEMM of the weight as (kbh * kbw * out) rows gives every block's
+  product with each kernel block, and the output is their sum over kbh * kbw
+  shifted windows, each a shift along the flat grid. Backward: the output
+  gradient is copied once per kernel block, shifted, into a
+  (kbh * kbw * out, GH * GW * N) matrix (the patches of the transposed
   convolution; its zero borders are written once), which gives the weight
   gradient against the block matrix and the input gradient's blocks against
   the weight, one GEMM each. Besides the smaller copy, its GEMMs have
-  kbh * kbw times more rows than im2col's, which OpenBLAS runs nearly twice as
-  fast when out is 16 or 32.
+  kbh * kbw times more rows than im2col's, which OpenBLAS runs about 1.5x as
+  fast when out is 16 (the Atari network's first layer: 64 x 64 x 17640 against
+  16 x 256 x 16000). The price: the grid's border cells (GH * GW against
+  OH * OW: 10% and 23% for the Atari network) go through the GEMMs.
+- patches (im2col), at stride 1 and for dilated kernels: a strided view of the
+  input with one axis per kernel offset, copied once into a
+  (in * kh * kw, OH * OW * N) matrix. Backward: the weight gradient is the
+  output gradient times that matrix, the input gradient's patches are the
+  weight times the output gradient, summed back onto the input by one strided
+  add per kernel offset (col2im, no np.add.at).
 
-Layout: activations live channel-major, (C, N, H, W) in memory, and are
-handed out as (N, C, H, W) views, so the GEMM writes its result in place and
-the next convolution's copy reads it with no transpose of a whole activation.
-Integer input (uint8 frames) becomes floats in that same single copy.
+Layout: activations live as (C, H, W, N) in memory, handed out as
+(N, C, H, W) views. The GEMMs write their results in place, and every copy,
+shifted sum and strided add in between runs along the batch, whole rows at a
+time (NumPy's cost per inner loop, not per value, is what a 9x9 activation
+would otherwise pay); flattening the last one for a Linear is a view, which
+the Linear's GEMM reads transposed. No transpose copies a whole activation.
+Integer input (uint8 frames) becomes floats in the block matrix's copy.
 
 Memory: the patch or block matrix is kept for the backward (as autograd would
 keep the input); it and every temporary come from the layer's Workspace
-(ops.workspace), so a training loop allocates them once per shape.
+(ops.workspace), so a training loop allocates them once per shape. With
+`relu` (nn.Sequential's fusion) the ReLU runs in place on the output and its
+backward is the mask applied in the backward's first copy.
 """
 from __future__ import annotations
 
