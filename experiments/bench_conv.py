@@ -248,17 +248,18 @@ def _descendants(pid: int) -> List[int]:
     return found
 
 
-def train_profile(seconds: float, warmup: float = 25.0, top: int = 12) -> str:
-    """py-spy's samples (idle included) of the actors and the learner of `train --env ALE/Pong-v5` over `seconds`
-    after `warmup`, as tables of the functions that were running (a function's own time, where NumPy's and the
-    emulator's C code count to the Python line that called them); a note instead where py-spy is missing."""
+def train_profile(checkout: Path, seconds: float, warmup: float = 25.0, top: int = 12) -> str:
+    """py-spy's samples (idle included) of an actor and the learner of `train --env ALE/Pong-v5` run from
+    `checkout`, over `seconds` after `warmup`, as tables of the functions that were running (a function's own
+    time, where NumPy's and the emulator's C code count to the Python line that called them); a note instead
+    where py-spy is missing."""
     spy = shutil.which("py-spy")
     if spy is None:
         return "py-spy is not installed here (pip install py-spy): no profile of a training run."
     logdir = Path(tempfile.mkdtemp(prefix="bench_conv_"))
     command = [sys.executable, "-m", "framework.train", "train", "--env", "ALE/Pong-v5", "--logdir", str(logdir),
                "--set", f"trainer.max_seconds={int(warmup + seconds + 60)}", "--set", "logging.progress=false"]
-    run = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    run = subprocess.Popen(command, cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)},
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(warmup)
@@ -266,7 +267,8 @@ def train_profile(seconds: float, warmup: float = 25.0, top: int = 12) -> str:
         for pid in _descendants(run.pid):
             out = logdir / f"{pid}.txt"
             recorders.append((out, subprocess.Popen([spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                                                     "--rate", "100", "--idle", "--nonblocking", "--format", "raw",
+                                                     "--rate", "100", "--idle", "--threads", "--nonblocking",
+                                                     "--format", "raw",
                                                      "--output", str(out)], stdout=subprocess.DEVNULL,
                                                     stderr=subprocess.DEVNULL)))
         for _, recorder in recorders:
@@ -287,8 +289,9 @@ def train_profile(seconds: float, warmup: float = 25.0, top: int = 12) -> str:
             run.wait()
         shutil.rmtree(logdir, ignore_errors=True)
     parts = [f"`{' '.join(command[1:3] + command[3:5])}` (the config `--env` picks), {seconds:.0f} s of py-spy "
-             f"samples at 100 Hz after {warmup:.0f} s of warm-up, idle time included; the share of samples in which "
-             f"each function was the innermost Python frame."]
+             f"samples of each process's main thread at 100 Hz after {warmup:.0f} s of warm-up, idle time included; "
+             f"the share of samples in which each function was the innermost Python frame (`_sleep`: waiting for "
+             f"a free trajectory slot or a full one; `select`: waiting on a pipe)."]
     for role in ("actor", "learner"):
         if role not in roles:
             parts.append(f"No {role} process was found.")
@@ -303,12 +306,13 @@ class _Samples(Counter):
 
 
 def _own_time(path: Path) -> Tuple[_Samples, int]:
-    """(samples by innermost function, all samples) of a py-spy raw file ('frame;frame;... count' lines)."""
+    """(samples by innermost function, all samples) of the main thread in a py-spy raw file ('thread (id):
+    name;frame;... count' lines)."""
     own, total = _Samples(), 0
     own.stacks = []
     for line in path.read_text().splitlines() if path.exists() else []:
         stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
+        if not count.isdigit() or stack.split(";")[0].rpartition(": ")[2] != "MainThread":
             continue
         own.stacks.append(stack)
         leaf = stack.split(";")[-1]
@@ -376,23 +380,25 @@ def main() -> None:
         sides[f"hogshare {baseline_label}"] = []
     if with_torch:
         sides["PyTorch"] = []
-    profile: Dict[str, str] = {}
+    profiles: Dict[str, Dict[str, str]] = {}
     loads = []
     for round_index in range(args.rounds):
         loads.append(os.getloadavg()[0])
         ours = run_side(REPO, args.seconds, with_gemms=True, with_profile=round_index == 0)
         sides["hogshare"].append(ours["times"])
         sides["NumPy matmul, same GEMMs"].append(ours["gemms"])
-        profile = profile or ours.get("profile", {})
+        profiles.setdefault("hogshare", ours.get("profile"))
         if args.baseline:
-            sides[f"hogshare {baseline_label}"].append(run_side(args.baseline, args.seconds)["times"])
+            theirs = run_side(args.baseline, args.seconds, with_profile=round_index == 0)
+            sides[f"hogshare {baseline_label}"].append(theirs["times"])
+            profiles.setdefault(f"hogshare {baseline_label}", theirs.get("profile"))
         if with_torch:
             sides["PyTorch"].append(torch_side(args.seconds))
         print(f"round {round_index + 1}/{args.rounds} done ({load()})", flush=True)
     best = {side: {key: min(r[key] for r in rounds) for key in rounds[0]} for side, rounds in sides.items()}
     header = ["network", "batch", "pass", "hogshare GFLOP/s (ms)"]
     if args.baseline:
-        header.append(f"hogshare {baseline_label}")
+        header += [f"hogshare {baseline_label}", "speed-up"]
     header += ["NumPy matmul, same GEMMs", "PyTorch", "hogshare / PyTorch"]
     rows, verdicts = [], []
     for name in NETWORKS:
@@ -402,7 +408,8 @@ def main() -> None:
                 ours = rate(name, batch, mode, best["hogshare"][key])
                 row = [name, batch, mode, f"{ours:.0f} ({best['hogshare'][key] * 1e3:.2f})"]
                 if args.baseline:
-                    row.append(cell(rate(name, batch, mode, best[f"hogshare {baseline_label}"][key])))
+                    before = best[f"hogshare {baseline_label}"][key]
+                    row += [cell(rate(name, batch, mode, before)), f"{before / best['hogshare'][key]:.2f}x"]
                 theirs = rate(name, batch, mode, best["PyTorch"][key]) if with_torch else None
                 row += [cell(rate(name, batch, mode, best["NumPy matmul, same GEMMs"][key])), cell(theirs),
                         "n/a" if theirs is None else f"{ours / theirs:.2f}x"]
@@ -411,7 +418,10 @@ def main() -> None:
                     verdicts.append(f"- {name}, {mode}: {ours:.0f} GFLOP/s against the goal of {GOALS[mode]:.0f} "
                                     f"({'met' if ours >= GOALS[mode] else 'not met'} here)")
     plot(best, REPO / "experiments" / "results" / "conv.png")
-    train_text = train_profile(args.train_seconds) if args.train_seconds > 0 else "Not run (--train-seconds 0)."
+    checkouts = {"hogshare": REPO, **({f"hogshare {baseline_label}": args.baseline} if args.baseline else {})}
+    train_text = "\n\n".join(f"### {side}\n\n{train_profile(checkout, args.train_seconds)}"
+                             for side, checkout in checkouts.items()) if args.train_seconds > 0 else \
+        "Not run (--train-seconds 0)."
     flops_rows = [[name, batch] + [f"{gflop(spec, batch)[mode] * 1e3 / batch:.2f}" for mode in MODES]
                   for name, spec in NETWORKS.items() for batch in BATCHES[1:2]]
     write_result("conv", "Convolution: GFLOP/s of the Atari networks on one thread", [
@@ -442,7 +452,7 @@ def main() -> None:
         f"## Where the time goes: the A3C network at a batch of {GOAL_BATCH}",
         "cProfile over 100 calls, the functions by own time (NumPy's and BLAS's C code counts to the Python "
         "function that called it).",
-        *[f"**{mode}**\n\n```\n{profile.get(mode, 'n/a')}\n```" for mode in MODES],
+        *[f"**{side}, {mode}**\n\n```\n{profile[mode]}\n```" for side, profile in profiles.items() for mode in MODES],
         "## Where the time goes: training Pong", train_text,
     ])
 

@@ -28,18 +28,18 @@ class Sequential(Module):
                 self.add_module(str(index), module)
 
     def forward(self, input: Any) -> Any:
-        modules = list(self._modules.values())
-        index = 0
-        while index < len(modules):
-            module = modules[index]
-            if index + 1 < len(modules) and modules[index + 1].__class__ is ReLU and isinstance(module, Conv2d) \
-                    and type(module).forward is Conv2d.forward:
-                input = module.convolve(input, relu=True)
-                index += 2
+        conv = None  # a Conv2d held back until the next module shows whether a ReLU follows it
+        for module in self._modules.values():
+            if conv is not None:
+                if module.__class__ is ReLU:
+                    input, conv = conv.convolve(input, relu=True), None
+                    continue
+                input, conv = conv.forward(input), None
+            if isinstance(module, Conv2d) and type(module).forward is Conv2d.forward:
+                conv = module
             else:
                 input = module.forward(input)
-                index += 1
-        return input
+        return input if conv is None else conv.forward(input)
 
     def __getitem__(self, index: Union[int, slice]) -> Any:
         items = list(self._modules.items())
