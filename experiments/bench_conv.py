@@ -27,10 +27,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # one BLAS thread on every side, as each worker runs
 
 import argparse  # noqa: E402
-import cProfile  # noqa: E402
-import io  # noqa: E402
 import json  # noqa: E402
-import pstats  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
@@ -45,7 +42,8 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import REPO, TORCH_PYTHON, load, markdown_table, torch_available, write_result  # noqa: E402
+from common import (REPO, TORCH_PYTHON, best_time, load, markdown_table, profile_table, torch_available,  # noqa: E402
+                    write_result)
 
 NETWORKS: Dict[str, Dict[str, Any]] = {
     "a3c": {"frames": 4, "convs": [[16, 8, 4], [32, 4, 2]], "hidden": [256], "heads": [6, 1], "scale": 1 / 255},
@@ -93,19 +91,6 @@ def gflop(spec: Dict[str, Any], batch: int) -> Dict[str, float]:
     forward, backward = gemms(spec, batch)
     count = [sum(2 * m * k * n for m, k, n in shapes) / 1e9 for shapes in (forward, backward)]
     return {"forward": count[0], "forward+backward": count[0] + count[1]}
-
-
-def best_time(call: Callable[[], Any], seconds: float, at_least: int = 5) -> float:
-    """The fastest of repeated calls over about `seconds` (at least `at_least` calls), after 3 warm-up calls."""
-    for _ in range(3):
-        call()
-    best, start, calls = float("inf"), time.perf_counter(), 0
-    while calls < at_least or time.perf_counter() - start < seconds:
-        begin = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - begin)
-        calls += 1
-    return best
 
 
 def gemm_times(seconds: float) -> Dict[str, float]:
@@ -171,22 +156,6 @@ def passes(model: Any, batch: int) -> Dict[str, Callable[[], None]]:
     return {"forward": forward, "forward+backward": forward_backward}
 
 
-def profile_table(call: Callable[[], None], calls: int, top: int = 14) -> str:
-    """cProfile of `calls` calls, the `top` functions by own time (the profiler adds a little per Python call)."""
-    for _ in range(3):
-        call()
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        call()
-    profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
-    lines = out.getvalue().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
-    return "\n".join(line.replace(str(REPO) + "/", "") for line in lines[start:] if line.strip())
-
-
 def measure_checkout(checkout: Path, seconds: float, with_gemms: bool, with_profile: bool) -> dict:
     """Times of every case with the framework of `checkout` (this process's only one), and optionally the GEMM
     times and the profile tables."""
@@ -207,7 +176,7 @@ def measure_checkout(checkout: Path, seconds: float, with_gemms: bool, with_prof
         result["gemms"] = gemm_times(seconds)
     if with_profile:
         calls = passes(build("a3c"), GOAL_BATCH)
-        result["profile"] = {mode: profile_table(calls[mode], 100) for mode in MODES}
+        result["profile"] = {mode: profile_table(calls[mode], 100, top=14, warmup=3) for mode in MODES}
     return result
 
 

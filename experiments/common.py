@@ -82,6 +82,43 @@ def fmt_ratio(ours: float, theirs: float | None) -> str:
     return f"{ours / theirs:.2f}x"
 
 
+def best_time(call: Callable[[], Any], seconds: float, at_least: int = 5) -> float:
+    """The fastest of repeated calls over about `seconds` (at least `at_least` calls), after 3 warm-up calls: on a
+    shared machine, the call least disturbed by the load."""
+    import time
+
+    for _ in range(3):
+        call()
+    best, start, calls = float("inf"), time.perf_counter(), 0
+    while calls < at_least or time.perf_counter() - start < seconds:
+        begin = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - begin)
+        calls += 1
+    return best
+
+
+def profile_table(call: Callable[[], Any], calls: int, top: int = 15, warmup: int = 50) -> str:
+    """cProfile of `calls` calls after `warmup` ones, the `top` functions by own time (the profiler adds a little
+    per Python call; C code counts to the Python function that called it), paths relative to the checkout."""
+    import cProfile
+    import io
+    import pstats
+
+    for _ in range(warmup):
+        call()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
+    return "\n".join(line.replace(str(REPO) + "/", "") for line in lines[start:] if line.strip())
+
+
 def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) -> float:
     """Median seconds for `item` to go out on `inbox` to an echo process and come back on `outbox`."""
     import statistics

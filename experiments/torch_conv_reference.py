@@ -8,12 +8,15 @@ usage: python torch_conv_reference.py < cases.json
 import json
 import os
 import sys
-import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_time  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -39,19 +42,6 @@ class Network(nn.Module):
     def forward(self, frames):
         h = self.body(frames.float() * self.scale)
         return [head(h) for head in self.heads]
-
-
-def best_time(call, seconds, at_least=5):
-    """The fastest of repeated calls over about `seconds` (at least `at_least` calls), after 3 warm-up calls."""
-    for _ in range(3):
-        call()
-    best, start, calls = float("inf"), time.perf_counter(), 0
-    while calls < at_least or time.perf_counter() - start < seconds:
-        begin = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - begin)
-        calls += 1
-    return best
 
 
 def measure(spec, batch, seconds):
