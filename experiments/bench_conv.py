@@ -42,8 +42,8 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import (REPO, TORCH_PYTHON, best_time, load, markdown_table, profile_table, torch_available,  # noqa: E402
-                    write_result)
+from common import (REPO, TORCH_PYTHON, best_time, conv_body, load, markdown_table, profile_table,  # noqa: E402
+                    torch_available, write_result)
 
 NETWORKS: Dict[str, Dict[str, Any]] = {
     "a3c": {"frames": 4, "convs": [[16, 8, 4], [32, 4, 2]], "hidden": [256], "heads": [6, 1], "scale": 1 / 255},
@@ -121,16 +121,7 @@ def build(name: str) -> Any:
         from framework.rl.model import ActorCritic
         return ActorCritic((spec["frames"], 84, 84), spec["hidden"], "relu", False, spec["heads"][0], False,
                            conv=[tuple(c) for c in spec["convs"]], uint8_frames=True)
-    layers: List[Any] = []
-    channels, side = spec["frames"], 84
-    for out, kernel, stride in spec["convs"]:
-        layers += [nn.Conv2d(channels, out, kernel, stride), nn.ReLU()]
-        channels, side = out, (side - kernel) // stride + 1
-    layers.append(nn.Flatten())
-    size = channels * side * side
-    for width in spec["hidden"]:
-        layers += [nn.Linear(size, width), nn.ReLU()]
-        size = width
+    layers, size = conv_body(nn, spec)
     (head,) = spec["heads"]
     return nn.Sequential(*layers, nn.Linear(size, head))
 

@@ -119,6 +119,22 @@ def profile_table(call: Callable[[], Any], calls: int, top: int = 15, warmup: in
     return "\n".join(line.replace(str(REPO) + "/", "") for line in lines[start:] if line.strip())
 
 
+def conv_body(nn: Any, spec: dict) -> tuple:
+    """(layers, output width) of a convolutional body over 84 x 84 frames in `nn`, torch.nn or framework.nn (they
+    share the API): spec's (out, kernel, stride) convolutions with ReLUs, a flatten, its hidden Linear+ReLU
+    layers (bench_conv.NETWORKS' form)."""
+    layers, channels, side = [], spec["frames"], 84
+    for out, kernel, stride in spec["convs"]:
+        layers += [nn.Conv2d(channels, out, kernel, stride), nn.ReLU()]
+        channels, side = out, (side - kernel) // stride + 1
+    layers.append(nn.Flatten())
+    size = channels * side * side
+    for width in spec["hidden"]:
+        layers += [nn.Linear(size, width), nn.ReLU()]
+        size = width
+    return layers, size
+
+
 def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) -> float:
     """Median seconds for `item` to go out on `inbox` to an echo process and come back on `outbox`."""
     import statistics

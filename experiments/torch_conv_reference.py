@@ -16,7 +16,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time  # noqa: E402
+from common import best_time, conv_body  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -26,15 +26,7 @@ class Network(nn.Module):
 
     def __init__(self, spec):
         super().__init__()
-        layers, channels, side = [], spec["frames"], 84
-        for out, kernel, stride in spec["convs"]:
-            layers += [nn.Conv2d(channels, out, kernel, stride), nn.ReLU()]
-            channels, side = out, (side - kernel) // stride + 1
-        layers.append(nn.Flatten())
-        size = channels * side * side
-        for width in spec["hidden"]:
-            layers += [nn.Linear(size, width), nn.ReLU()]
-            size = width
+        layers, size = conv_body(nn, spec)
         self.body = nn.Sequential(*layers)
         self.heads = nn.ModuleList(nn.Linear(size, n) for n in spec["heads"])
         self.scale = spec["scale"]
