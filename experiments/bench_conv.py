@@ -247,11 +247,15 @@ def train_profile(checkout: Path, seconds: float, warmup: float = 25.0, top: int
         except subprocess.TimeoutExpired:
             run.kill()
             run.wait()
+        summaries = [json.loads(path.read_text()) for path in logdir.glob("*/summary.json")]
         shutil.rmtree(logdir, ignore_errors=True)
+    speed = "" if not summaries else (f" The run: {summaries[0]['env_steps']:,} env steps in "
+                                      f"{summaries[0]['wall_seconds']:.0f} s, start-up and profiling included "
+                                      f"({summaries[0]['env_steps'] / summaries[0]['wall_seconds']:,.0f} env steps/s).")
     parts = [f"`{' '.join(command[1:3] + command[3:5])}` (the config `--env` picks), {seconds:.0f} s of py-spy "
              f"samples of each process's main thread at 100 Hz after {warmup:.0f} s of warm-up, idle time included; "
              f"the share of samples in which each function was the innermost Python frame (`_sleep`: waiting for "
-             f"a free trajectory slot or a full one; `select`: waiting on a pipe)."]
+             f"a free trajectory slot or a full one; `select`: waiting on a pipe).{speed}", ""]
     for role in ("actor", "learner"):
         if role not in roles:
             parts.append(f"No {role} process was found.")
@@ -359,7 +363,7 @@ def main() -> None:
     header = ["network", "batch", "pass", "hogshare GFLOP/s (ms)"]
     if args.baseline:
         header += [f"hogshare {baseline_label}", "speed-up"]
-    header += ["NumPy matmul, same GEMMs", "PyTorch", "hogshare / PyTorch"]
+    header += ["NumPy matmul, same GEMMs", "hogshare / NumPy matmul", "PyTorch", "hogshare / PyTorch"]
     rows, verdicts = [], []
     for name in NETWORKS:
         for batch in BATCHES:
@@ -371,8 +375,8 @@ def main() -> None:
                     before = best[f"hogshare {baseline_label}"][key]
                     row += [cell(rate(name, batch, mode, before)), f"{before / best['hogshare'][key]:.2f}x"]
                 theirs = rate(name, batch, mode, best["PyTorch"][key]) if with_torch else None
-                row += [cell(rate(name, batch, mode, best["NumPy matmul, same GEMMs"][key])), cell(theirs),
-                        "n/a" if theirs is None else f"{ours / theirs:.2f}x"]
+                gemm = rate(name, batch, mode, best["NumPy matmul, same GEMMs"][key])
+                row += [cell(gemm), f"{ours / gemm:.0%}", cell(theirs), "n/a" if theirs is None else f"{ours / theirs:.2f}x"]
                 rows.append(row)
                 if batch == GOAL_BATCH:
                     verdicts.append(f"- {name}, {mode}: {ours:.0f} GFLOP/s against the goal of {GOALS[mode]:.0f} "
@@ -404,7 +408,9 @@ def main() -> None:
         "(`experiments/torch_conv_reference.py`" + ("" if with_torch else "; torch is not installed here: n/a")
         + "), frames converted to float inside the timed call as here.",
         f"- {args.rounds} rounds of {args.seconds:g} s per case and side; one BLAS/OpenMP thread everywhere; this "
-        "checkout's side keeps freed memory as workers do (`keep_freed_memory`).",
+        "checkout's side keeps freed memory as workers do (`keep_freed_memory`)."
+        + (f" `{baseline_label}`: the checkout given as --baseline (`git worktree add DIR COMMIT` makes one), "
+           "measured the same way." if args.baseline else ""),
         "## GFLOP/s", markdown_table(header, rows),
         f"Goal at a batch of {GOAL_BATCH} (forward >= {GOALS['forward']:.0f}, forward+backward >= "
         f"{GOALS['forward+backward']:.0f} GFLOP/s, on a quiet machine):", "\n".join(verdicts),

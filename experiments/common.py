@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -59,8 +60,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 
 def this_command() -> str:
-    """The command line that runs this script, relative to the checkout."""
-    return "python " + " ".join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+    """The command line that runs this script, relative to the checkout (arguments quoted for a shell)."""
+    return "python " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
 
 
 def write_result(name: str, title: str, sections: Sequence[str], command: str | None = None) -> Path:
