@@ -218,6 +218,12 @@ def _shifts(plan: _Plan) -> list:
     return [(a * plan.grid[1] + b) * plan.n for a in range(plan.blocks[0]) for b in range(plan.blocks[1])]
 
 
+def _blocks_region(plan: _Plan) -> Any:
+    """The workspace key of a block matrix: False where the input fills it, else the input size and padding
+    that say which cells hold input (the others stay zero: the same shape can come from another input size)."""
+    return False if plan.inside else ("blocks", plan.h, plan.w, plan.padding)
+
+
 def _blocks_forward(x: Any, w: Any, b: Any, plan: _Plan, workspace: Workspace, dtype: Any) -> tuple:
     """(output (O, OH, OW, N), the (O, GH, GW, N) grid it views, block matrix, blocked weight) of the blocks path,
     from the (C, H, W, N) input.
@@ -227,7 +233,7 @@ def _blocks_forward(x: Any, w: Any, b: Any, plan: _Plan, workspace: Workspace, d
     """
     xp = array_module(x)
     (sh, sw), (gh, gw), (oh, ow), depth = plan.stride, plan.grid, plan.out_hw, plan.c * plan.stride[0] * plan.stride[1]
-    blocks = workspace.take(xp, x, (plan.c, sh, sw, gh, gw, plan.n), dtype, zeroed=not plan.inside)
+    blocks = workspace.take(xp, x, (plan.c, sh, sw, gh, gw, plan.n), dtype, zeroed=_blocks_region(plan))
     _to_blocks(blocks, x, plan)
     kernel = _blocked_kernel(w, plan)
     flat = gh * gw * plan.n
@@ -255,7 +261,7 @@ def _blocks_backward(needs: tuple, g: Any, mask: Any, plan: _Plan, saved: Saved)
     xp, workspace = array_module(g), saved.workspace
     (sh, sw), (gh, gw), (oh, ow), depth = plan.stride, plan.grid, plan.out_hw, plan.c * plan.stride[0] * plan.stride[1]
     shifts, flat = _shifts(plan), gh * gw * plan.n
-    shifted = workspace.take(xp, g, (len(shifts), plan.o, gh, gw, plan.n), g.dtype, zeroed=True)
+    shifted = workspace.take(xp, g, (len(shifts), plan.o, gh, gw, plan.n), g.dtype, zeroed="shifted")
     if mask is None:
         shifted[0, :, :oh, :ow] = g
     else:
@@ -273,7 +279,7 @@ def _blocks_backward(needs: tuple, g: Any, mask: Any, plan: _Plan, saved: Saved)
         xp.matmul(saved["kernel"].T, rows, out=blocks.reshape(depth, flat))
         gx = _from_blocks(blocks, plan)
         workspace.give(blocks)
-    workspace.give(shifted, zeroed=True)
+    workspace.give(shifted, zeroed="shifted")
     return gx, gw_, gb
 
 
@@ -284,7 +290,7 @@ def _padded(x: Any, plan: _Plan, workspace: Workspace) -> Tuple[Any, Any]:
         return x, None
     xp = array_module(x)
     (ph, pw) = plan.padding
-    buffer = workspace.take(xp, x, (plan.c, plan.h + 2 * ph, plan.w + 2 * pw, plan.n), x.dtype, zeroed=True)
+    buffer = workspace.take(xp, x, (plan.c, plan.h + 2 * ph, plan.w + 2 * pw, plan.n), x.dtype, zeroed="padded")
     buffer[:, ph:ph + plan.h, pw:pw + plan.w] = x
     return buffer, buffer
 
@@ -298,7 +304,7 @@ def _patches_forward(x: Any, w: Any, b: Any, plan: _Plan, workspace: Workspace, 
     patches = workspace.take(xp, x, (plan.c, kh, kw, oh, ow, plan.n), dtype)
     patches[...] = _strided(padded, patches.shape, (s_c, dh * s_h, dw * s_w, sh * s_h, sw * s_w, s_n))
     if buffer is not None:
-        workspace.give(buffer, zeroed=True)
+        workspace.give(buffer, zeroed="padded")
     out = xp.empty((plan.o, oh, ow, plan.n), dtype)
     xp.matmul(w.reshape(plan.o, -1), patches.reshape(plan.c * kh * kw, -1), out=out.reshape(plan.o, -1))
     if b is not None:
@@ -350,7 +356,7 @@ def _conv2d_forward(x: Any, w: Any, b: Any, stride: Tuple[int, int], padding: Tu
     channels_first = x4.transpose(1, 2, 3, 0)  # (C, H, W, N): the layout of the Note
     if plan.blocked:
         out, memory, matrix, kernel = _blocks_forward(channels_first, w, b, plan, workspace, dtype)
-        zeroed, kept = not plan.inside, {"blocks": matrix, "kernel": kernel}
+        zeroed, kept = _blocks_region(plan), {"blocks": matrix, "kernel": kernel}
     else:
         out, matrix = _patches_forward(channels_first, w, b, plan, workspace, dtype)
         memory, zeroed, kept = out, False, {"patches": matrix}

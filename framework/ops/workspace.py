@@ -15,9 +15,10 @@ step's forward can never overwrite arrays that the previous step's backward has
 yet to read: while they are alive the forward gets other buffers, and a run
 holds as many sets as it has graphs alive, no more.
 
-A buffer taken `zeroed` starts as zeros, and users of such a buffer write the
-same region on every call of its shape, so what lies outside that region stays
-zero across reuse (borders, padding). Results handed to the caller never come
+A buffer taken `zeroed` starts as zeros; `zeroed` is then a key naming the
+region its users write (the interior of a padded input, say), the same on every
+call with that key, so what lies outside it stays zero across reuse (borders,
+padding): a buffer comes back only to a taker with the same key. Results handed to the caller never come
 from a workspace. The workspace keeps the buffers of its last KEPT_SHAPES keys
 and drops older ones; it pickles and deep-copies as an empty workspace, so a
 module copied to another process or device starts with none. Thread-safe.
@@ -40,9 +41,9 @@ class Workspace:
         self._free: Dict[tuple, List[Any]] = {}
         self._lock = threading.Lock()
 
-    def take(self, xp: Any, like: Any, shape: Tuple[int, ...], dtype: Any, zeroed: bool = False) -> Any:
+    def take(self, xp: Any, like: Any, shape: Tuple[int, ...], dtype: Any, zeroed: Any = False) -> Any:
         """A buffer of `shape` and `dtype` on the device of the array `like` (module `xp`), from the free ones if
-        any; a new one otherwise (zeros when `zeroed`)."""
+        any; a new one otherwise (zeros when `zeroed`, a hashable key naming the region its users write)."""
         key = (device_of(like), shape, dtype, zeroed)
         with self._lock:
             free = self._free.pop(key, None)  # re-inserted below: the most recently used key comes last
@@ -54,7 +55,7 @@ class Workspace:
                 self._free[key] = free
         return xp.zeros(shape, dtype) if zeroed else xp.empty(shape, dtype)
 
-    def give(self, buffer: Any, zeroed: bool = False) -> None:
+    def give(self, buffer: Any, zeroed: Any = False) -> None:
         """Return a buffer taken with take(..., zeroed) that nothing reads any more."""
         key = (device_of(buffer), buffer.shape, buffer.dtype, zeroed)
         with self._lock:
@@ -88,10 +89,10 @@ class Saved:
 
     __slots__ = ("arrays", "workspace", "lent")
 
-    def __init__(self, workspace: Optional[Workspace], lent: Tuple[Tuple[Any, bool], ...], **arrays: Any) -> None:
+    def __init__(self, workspace: Optional[Workspace], lent: Tuple[Tuple[Any, Any], ...], **arrays: Any) -> None:
         self.arrays = arrays
         self.workspace = workspace
-        self.lent = lent  # (buffer, zeroed) pairs taken from the workspace
+        self.lent = lent  # (buffer, zeroed key) pairs taken from the workspace
 
     def __getitem__(self, name: str) -> Any:
         return self.arrays[name]

@@ -159,3 +159,13 @@ def test_sequential_leaves_a_conv2d_whose_forward_is_overridden_unfused():
     net = nn.Sequential(Negated(2, 3, 3), nn.ReLU())
     x = F.randn(2, 2, 5, 5)
     assert_same(net(x), F.relu(-net[0].convolve(x)))
+
+
+def test_a_layer_run_on_inputs_of_two_sizes_with_one_block_shape_keeps_each_ones_zero_padding():
+    F.manual_seed(0)
+    conv = nn.Conv2d(2, 3, 3, stride=2, padding=1)
+    fresh = copy.deepcopy(conv)
+    large, small = F.randn(2, 2, 10, 10), F.randn(2, 2, 9, 9)  # both give 5 x 5 outputs: the same block matrix
+    with F.no_grad():
+        conv(large)
+        assert_same(conv(small), fresh(small))
