@@ -169,3 +169,16 @@ def test_a_layer_run_on_inputs_of_two_sizes_with_one_block_shape_keeps_each_ones
     with F.no_grad():
         conv(large)
         assert_same(conv(small), fresh(small))
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_a_dynamic_capture_of_the_atari_network_serves_every_batch_size():
+    model = atari_network()
+    loss = loss_of(model)
+    params = list(model.parameters())
+    compiled = F.compile(loss, dynamic=True)
+    for batch in (3, 5, 7, 5):
+        x = frames(batch, batch)
+        assert_same(compiled(x), loss(x))
+        assert_same(grads_of(params, lambda: compiled(x)), grads_of(params, lambda: loss(x)))
+    assert compiler.counters["captures"] == 1 and compiler.counters["graph_breaks"] == 0
