@@ -35,8 +35,10 @@ Layout: activations live as (C, H, W, N) in memory, handed out as
 (N, C, H, W) views. The GEMMs write their results in place, and every copy,
 shifted sum and strided add in between runs along the batch, whole rows at a
 time (NumPy's cost per inner loop, not per value, is what a 9x9 activation
-would otherwise pay); flattening the last one for a Linear is a view, which
-the Linear's GEMM reads transposed. No transpose copies a whole activation.
+would otherwise pay). Flattening the last one for a Linear is a view the
+Linear's GEMM reads transposed (im2col's output), or one copy of the output
+where a block grid's border cells sit between its rows. No transpose copies a
+whole activation.
 Integer input (uint8 frames) becomes floats in the block matrix's copy.
 
 Memory: the patch or block matrix is kept for the backward (as autograd would
