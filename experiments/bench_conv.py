@@ -1,12 +1,13 @@
 """Convolution speed: the A3C paper's Atari network and the Nature CNN, forward and forward + backward, in GFLOP/s
 on one thread, against NumPy's matmul on the same GEMM shapes and PyTorch's CPU convolution, measured in one run.
 
-Sides, each a process of its own, timed in turn in every round so that a change in the machine's load hits all
-of them alike: this checkout's framework (and, with --baseline, another checkout's, e.g. the commit before a
-change), NumPy's matmul alone on the GEMMs the networks' layers are made of (im2col's shapes: the GEMM rate the
-machine gives NumPy, with no convolution around it), and PyTorch (experiments/torch_conv_reference.py, run with
-HOGSHARE_TORCH_PYTHON; skipped with a note where torch is not installed). Each figure is the fastest call of a
-side over the rounds (the machine is shared: the fastest call is the one least disturbed).
+Sides, each a process of its own kept for the whole run (common.Side), take turns case by case, so that a change
+in the machine's load hits them alike: this checkout's framework (and, with --baseline, another checkout's, e.g.
+the commit before a change), NumPy's matmul alone on the GEMMs the networks' layers are made of (im2col's
+shapes: the GEMM rate the machine gives NumPy, with no convolution around it), and PyTorch
+(experiments/torch_conv_reference.py, run with HOGSHARE_TORCH_PYTHON; skipped with a note where torch is not
+installed). Each figure is the fastest call of a side over the rounds (the machine is shared: the fastest call
+is the one least disturbed).
 
 FLOPs: 2 * M * N * K per GEMM of im2col's shapes (a convolution: M = out channels, K = in channels * kh * kw, N =
 batch * OH * OW; a Linear: its matrix product); forward + backward is three times the forward's GEMM FLOPs, less
@@ -42,8 +43,8 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import (REPO, TORCH_PYTHON, best_time, conv_body, load, markdown_table, profile_table,  # noqa: E402
-                    torch_available, write_result)
+from common import (REPO, TORCH_PYTHON, Side, best_time, conv_body, load, markdown_table,  # noqa: E402
+                    profile_table, serve, torch_available, write_result)
 
 NETWORKS: Dict[str, Dict[str, Any]] = {
     "a3c": {"frames": 4, "convs": [[16, 8, 4], [32, 4, 2]], "hidden": [256], "heads": [6, 1], "scale": 1 / 255},
@@ -93,20 +94,13 @@ def gflop(spec: Dict[str, Any], batch: int) -> Dict[str, float]:
     return {"forward": count[0], "forward+backward": count[0] + count[1]}
 
 
-def gemm_times(seconds: float) -> Dict[str, float]:
-    """NumPy's matmul alone on each network's GEMMs: seconds per pass, by 'net/batch/mode'."""
+def gemm_calls(spec: Dict[str, Any], batch: int) -> Dict[str, List[Callable[[], Any]]]:
+    """NumPy's matmul alone on preallocated operands of a network's GEMMs: one call per GEMM, by pass."""
     rng = np.random.default_rng(0)
-    times = {}
-    for name, spec in NETWORKS.items():
-        for batch in BATCHES:
-            forward, backward = gemms(spec, batch)
-            operands = [(rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32),
-                         np.empty((m, n), np.float32)) for m, k, n in forward + backward]
-            each = [best_time(lambda a=a, b=b, out=out: np.matmul(a, b, out=out), seconds / len(operands))
-                    for a, b, out in operands]
-            times[f"{name}/{batch}/forward"] = sum(each[:len(forward)])
-            times[f"{name}/{batch}/forward+backward"] = sum(each)
-    return times
+    forward, backward = gemms(spec, batch)
+    calls = [lambda a=rng.standard_normal((m, k), dtype=np.float32), b=rng.standard_normal((k, n), dtype=np.float32),
+             out=np.empty((m, n), np.float32): np.matmul(a, b, out=out) for m, k, n in forward + backward]
+    return {"forward": calls[:len(forward)], "forward+backward": calls}
 
 
 # ---- one checkout's framework (run in a process of its own) ---------------------------------------------------
@@ -147,9 +141,10 @@ def passes(model: Any, batch: int) -> Dict[str, Callable[[], None]]:
     return {"forward": forward, "forward+backward": forward_backward}
 
 
-def measure_checkout(checkout: Path, seconds: float, with_gemms: bool, with_profile: bool) -> dict:
-    """Times of every case with the framework of `checkout` (this process's only one), and optionally the GEMM
-    times and the profile tables."""
+def serve_checkout(checkout: Path) -> None:
+    """Time cases on request (common.Side) with the framework of `checkout`, this process's only one: requests
+    {"kind": "network" or "gemm", "net", "batch", "mode", "seconds"} get {"seconds": the fastest call} (for
+    "gemm", the sum over the pass's GEMMs of each one's fastest call), {"kind": "profile"} the profile tables."""
     sys.path.insert(0, str(checkout))
     try:
         from framework.train.backends.local import keep_freed_memory
@@ -157,37 +152,25 @@ def measure_checkout(checkout: Path, seconds: float, with_gemms: bool, with_prof
         pass
     else:
         keep_freed_memory()  # the memory policy of the workers that run these networks
-    result: dict = {"times": {}}
-    for name in NETWORKS:
-        model = build(name)
-        for batch in BATCHES:
-            for mode, call in passes(model, batch).items():
-                result["times"][f"{name}/{batch}/{mode}"] = best_time(call, seconds)
-    if with_gemms:
-        result["gemms"] = gemm_times(seconds)
-    if with_profile:
-        calls = passes(build("a3c"), GOAL_BATCH)
-        result["profile"] = {mode: profile_table(calls[mode], 100, top=14, warmup=3) for mode in MODES}
-    return result
+    models: Dict[str, Any] = {}
+    made: Dict[tuple, Dict[str, Any]] = {}
 
-
-def run_side(checkout: Path, seconds: float, with_gemms: bool = False, with_profile: bool = False) -> dict:
-    """measure_checkout in a fresh process."""
-    args = [sys.executable, str(Path(__file__).resolve()), "--measure", str(checkout), "--seconds", str(seconds)]
-    args += ["--gemms"] * with_gemms + ["--profile"] * with_profile
-    done = subprocess.run(args, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise RuntimeError(f"measuring {checkout} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def torch_side(seconds: float) -> Dict[str, float]:
-    request = json.dumps({"networks": NETWORKS, "batches": list(BATCHES), "seconds": seconds})
-    done = subprocess.run([TORCH_PYTHON, str(HERE / "torch_conv_reference.py")], input=request, capture_output=True,
-                          text=True, timeout=3600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if done.returncode != 0:
-        raise RuntimeError(f"torch_conv_reference.py failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    def handle(request: dict) -> dict:
+        if request["kind"] == "profile":
+            calls = passes(build("a3c"), GOAL_BATCH)
+            return {"profile": {mode: profile_table(calls[mode], 100, top=14, warmup=3) for mode in MODES}}
+        key = (request["kind"], request["net"], request["batch"])
+        if key not in made:
+            if request["kind"] == "gemm":
+                made[key] = gemm_calls(NETWORKS[request["net"]], request["batch"])
+            else:
+                model = models.setdefault(request["net"], build(request["net"]))
+                made[key] = passes(model, request["batch"])
+        calls, seconds = made[key][request["mode"]], request["seconds"]
+        if request["kind"] == "gemm":
+            return {"seconds": sum(best_time(call, seconds / len(calls)) for call in calls)}
+        return {"seconds": best_time(calls, seconds)}
+    serve(handle)
 
 
 # ---- py-spy's view of a training run --------------------------------------------------------------------------
@@ -323,43 +306,50 @@ def plot(best: Dict[str, Dict[str, float]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="rounds, each timing every side in turn (default 3)")
-    parser.add_argument("--seconds", type=float, default=1.0, help="seconds of calls per case and round (default 1)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds over the cases, every side timing each case in turn (default 5)")
+    parser.add_argument("--seconds", type=float, default=0.5,
+                        help="seconds of calls per case, side and round (default 0.5)")
     parser.add_argument("--baseline", type=Path, help="another checkout to measure the same way (e.g. the commit "
                                                       "before a change, from `git worktree add`)")
     parser.add_argument("--baseline-label", help="its name in the tables (default: the folder's name)")
     parser.add_argument("--train-seconds", type=float, default=60.0,
                         help="seconds of py-spy samples of a `train --env ALE/Pong-v5` run (0: none; default 60)")
-    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # a side's process: measure this checkout
-    parser.add_argument("--gemms", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # a side's process: time this checkout
     args = parser.parse_args()
-    if args.measure is not None:
-        print(json.dumps(measure_checkout(args.measure, args.seconds, args.gemms, args.profile)))
+    if args.serve is not None:
+        serve_checkout(args.serve)
         return
     with_torch = torch_available()
     baseline_label = args.baseline_label or (args.baseline.name if args.baseline else None)
-    sides: Dict[str, List[Dict[str, float]]] = {"hogshare": [], "NumPy matmul, same GEMMs": []}
+    this_script = str(Path(__file__).resolve())
+    processes = {"hogshare": Side([sys.executable, this_script, "--serve", str(REPO)])}
     if args.baseline:
-        sides[f"hogshare {baseline_label}"] = []
+        processes[f"hogshare {baseline_label}"] = Side([sys.executable, this_script, "--serve", str(args.baseline)])
     if with_torch:
-        sides["PyTorch"] = []
-    profiles: Dict[str, Dict[str, str]] = {}
+        processes["PyTorch"] = Side([TORCH_PYTHON, str(HERE / "torch_conv_reference.py"), json.dumps(NETWORKS)],
+                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
+    sides = [(label, process, "network") for label, process in processes.items()]
+    sides.insert(1, ("NumPy matmul, same GEMMs", processes["hogshare"], "gemm"))
+    cases = [(name, batch, mode) for name in NETWORKS for batch in BATCHES for mode in MODES]
+    times: Dict[str, Dict[str, float]] = {label: {} for label, _, _ in sides}
     loads = []
-    for round_index in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        ours = run_side(REPO, args.seconds, with_gemms=True, with_profile=round_index == 0)
-        sides["hogshare"].append(ours["times"])
-        sides["NumPy matmul, same GEMMs"].append(ours["gemms"])
-        profiles.setdefault("hogshare", ours.get("profile"))
-        if args.baseline:
-            theirs = run_side(args.baseline, args.seconds, with_profile=round_index == 0)
-            sides[f"hogshare {baseline_label}"].append(theirs["times"])
-            profiles.setdefault(f"hogshare {baseline_label}", theirs.get("profile"))
-        if with_torch:
-            sides["PyTorch"].append(torch_side(args.seconds))
-        print(f"round {round_index + 1}/{args.rounds} done ({load()})", flush=True)
-    best = {side: {key: min(r[key] for r in rounds) for key in rounds[0]} for side, rounds in sides.items()}
+    try:
+        for round_index in range(args.rounds):
+            loads.append(os.getloadavg()[0])
+            for case_index, (name, batch, mode) in enumerate(cases):
+                key = f"{name}/{batch}/{mode}"
+                turn = (round_index + case_index) % len(sides)  # who goes first moves, case by case
+                for label, process, kind in sides[turn:] + sides[:turn]:
+                    seconds = process.ask(kind=kind, net=name, batch=batch, mode=mode, seconds=args.seconds)["seconds"]
+                    times[label][key] = min(times[label].get(key, float("inf")), seconds)
+            print(f"round {round_index + 1}/{args.rounds} done ({load()})", flush=True)
+        profiles = {label: process.ask(kind="profile")["profile"] for label, process in processes.items()
+                    if label != "PyTorch"}
+    finally:
+        for process in processes.values():
+            process.close()
+    best = times
     header = ["network", "batch", "pass", "hogshare GFLOP/s (ms)"]
     if args.baseline:
         header += [f"hogshare {baseline_label}", "speed-up"]
@@ -390,8 +380,8 @@ def main() -> None:
                   for name, spec in NETWORKS.items() for batch in BATCHES[1:2]]
     write_result("conv", "Convolution: GFLOP/s of the Atari networks on one thread", [
         "**Provisional figures.** Measured on a shared machine under load (load average "
-        f"{min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores during the rounds): every side is timed "
-        "in turn in each round and each figure is its fastest call, so the ratios hold better than the absolute "
+        f"{min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores during the rounds): the sides take turns "
+        "case by case and each figure is a side's fastest call, so the ratios hold better than the absolute "
         "rates; the final figures are to be rerun on a quiet machine.",
         "## What is measured",
         "- " + "\n- ".join(f"`{name}`: {LABELS[name]}" for name in NETWORKS),
@@ -407,7 +397,8 @@ def main() -> None:
         f"- PyTorch: {'torch ' if with_torch else ''}CPU convolution of the same network on one thread "
         "(`experiments/torch_conv_reference.py`" + ("" if with_torch else "; torch is not installed here: n/a")
         + "), frames converted to float inside the timed call as here.",
-        f"- {args.rounds} rounds of {args.seconds:g} s per case and side; one BLAS/OpenMP thread everywhere; this "
+        f"- {args.rounds} rounds of {args.seconds:g} s per case and side, the sides taking turns case by case; one "
+        "BLAS/OpenMP thread everywhere; this "
         "checkout's side keeps freed memory as workers do (`keep_freed_memory`)."
         + (f" `{baseline_label}`: the checkout given as --baseline (`git worktree add DIR COMMIT` makes one), "
            "measured the same way." if args.baseline else ""),

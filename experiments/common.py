@@ -83,12 +83,12 @@ def fmt_ratio(ours: float, theirs: float | None) -> str:
     return f"{ours / theirs:.2f}x"
 
 
-def best_time(call: Callable[[], Any], seconds: float, at_least: int = 5) -> float:
-    """The fastest of repeated calls over about `seconds` (at least `at_least` calls), after 3 warm-up calls: on a
+def best_time(call: Callable[[], Any], seconds: float, at_least: int = 3, warmup: int = 1) -> float:
+    """The fastest of repeated calls over about `seconds` (at least `at_least` calls), after `warmup` calls: on a
     shared machine, the call least disturbed by the load."""
     import time
 
-    for _ in range(3):
+    for _ in range(warmup):
         call()
     best, start, calls = float("inf"), time.perf_counter(), 0
     while calls < at_least or time.perf_counter() - start < seconds:
@@ -97,6 +97,45 @@ def best_time(call: Callable[[], Any], seconds: float, at_least: int = 5) -> flo
         best = min(best, time.perf_counter() - begin)
         calls += 1
     return best
+
+
+def serve(handle: Callable[[dict], dict]) -> None:
+    """Answer requests until stdin closes: one JSON object a line in, `handle`'s JSON object a line out (the other
+    end of `Side`)."""
+    import json
+
+    for line in sys.stdin:
+        print(json.dumps(handle(json.loads(line))), flush=True)
+
+
+class Side:
+    """A process that times things on request (`serve` at its end), kept for a whole benchmark so that the sides
+    of a comparison take turns case by case: a change in the machine's load then hits them alike."""
+
+    def __init__(self, args: Sequence[str], env: dict | None = None) -> None:
+        import tempfile
+
+        self.errors = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
+                                        text=True, env=env)
+
+    def ask(self, **request: Any) -> dict:
+        """Send one request, wait for its answer; RuntimeError with the process's stderr when it died."""
+        import json
+
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            self.errors.seek(0)
+            raise RuntimeError(f"{' '.join(self.process.args)} exited ({self.process.wait()}):\n"
+                               f"{self.errors.read()[-3000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.errors.close()
 
 
 def profile_table(call: Callable[[], Any], calls: int, top: int = 15, warmup: int = 50) -> str:
