@@ -370,7 +370,9 @@ def main() -> None:
                 rows.append(row)
                 if batch == GOAL_BATCH:
                     verdicts.append(f"- {name}, {mode}: {ours:.0f} GFLOP/s against the goal of {GOALS[mode]:.0f} "
-                                    f"({'met' if ours >= GOALS[mode] else 'not met'} here)")
+                                    f"({'met' if ours >= GOALS[mode] else 'not met'} here): {ours / gemm:.0%} of "
+                                    f"NumPy's matmul on the same GEMMs, which at that share would have to run at "
+                                    f"{GOALS[mode] * gemm / ours:.0f} GFLOP/s for the goal ({gemm:.0f} here)")
     plot(best, REPO / "experiments" / "results" / "conv.png")
     checkouts = {"hogshare": REPO, **({f"hogshare {baseline_label}": args.baseline} if args.baseline else {})}
     train_text = "\n\n".join(f"### {side}\n\n{train_profile(checkout, args.train_seconds)}"
