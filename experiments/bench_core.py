@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import framework as F  # noqa: E402
-from common import TORCH_PYTHON, markdown_table, torch_available, write_result  # noqa: E402
+from common import TORCH_PYTHON, markdown_table, profile_table, torch_available, write_result  # noqa: E402
 from framework import nn, optim  # noqa: E402
 from framework.distributions import Categorical  # noqa: E402
 from framework.nn import functional as Fn  # noqa: E402
@@ -115,24 +115,6 @@ def torch_times(steps: int) -> Dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def profile(step: Callable[[], None], steps: int, top: int = 15) -> str:
-    """cProfile of `steps` steps, the `top` functions by own time (profiling adds overhead per call)."""
-    for _ in range(50):
-        step()
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(steps):
-        step()
-    profiler.disable()
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out).sort_stats("tottime")
-    stats.print_stats(top)
-    lines = out.getvalue().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
-    body = [line.replace(str(Path(__file__).resolve().parent.parent) + "/", "") for line in lines[start:] if line]
-    return "\n".join(body)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000, help="timed steps per case and round (MLP 784: a quarter)")
@@ -171,7 +153,7 @@ def main() -> None:
             f"sides, in {args.rounds} rounds that time each side in turn (one run after a warm-up per case); the "
             f"figures are medians of the rounds, each ratio the median of the rounds' ratios. torch " +
             ("ran `experiments/torch_core_reference.py` in each round." if theirs else "is not available here (n/a)."))
-    prof = profile(actor_critic_step(1, True), max(args.steps // 2, 200))
+    prof = profile_table(actor_critic_step(1, True), max(args.steps // 2, 200))
     write_result("core", "Tensor/autograd/optim core: time per training step vs PyTorch", [
         "## Per-step time", note, "", table,
         "## What a step is made of",

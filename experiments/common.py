@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -59,8 +60,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 
 def this_command() -> str:
-    """The command line that runs this script, relative to the checkout."""
-    return "python " + " ".join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+    """The command line that runs this script, relative to the checkout (arguments quoted for a shell)."""
+    return "python " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
 
 
 def write_result(name: str, title: str, sections: Sequence[str], command: str | None = None) -> Path:
@@ -80,6 +81,98 @@ def fmt_ratio(ours: float, theirs: float | None) -> str:
     if not theirs:
         return "n/a"
     return f"{ours / theirs:.2f}x"
+
+
+def best_time(call: Callable[[], Any], seconds: float, at_least: int = 3, warmup: int = 1) -> float:
+    """The fastest of repeated calls over about `seconds` (at least `at_least` calls), after `warmup` calls: on a
+    shared machine, the call least disturbed by the load."""
+    import time
+
+    for _ in range(warmup):
+        call()
+    best, start, calls = float("inf"), time.perf_counter(), 0
+    while calls < at_least or time.perf_counter() - start < seconds:
+        begin = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - begin)
+        calls += 1
+    return best
+
+
+def serve(handle: Callable[[dict], dict]) -> None:
+    """Answer requests until stdin closes: one JSON object a line in, `handle`'s JSON object a line out (the other
+    end of `Side`)."""
+    import json
+
+    for line in sys.stdin:
+        print(json.dumps(handle(json.loads(line))), flush=True)
+
+
+class Side:
+    """A process that times things on request (`serve` at its end), kept for a whole benchmark so that the sides
+    of a comparison take turns case by case: a change in the machine's load then hits them alike."""
+
+    def __init__(self, args: Sequence[str], env: dict | None = None) -> None:
+        import tempfile
+
+        self.errors = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
+                                        text=True, env=env)
+
+    def ask(self, **request: Any) -> dict:
+        """Send one request, wait for its answer; RuntimeError with the process's stderr when it died."""
+        import json
+
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            self.errors.seek(0)
+            raise RuntimeError(f"{' '.join(self.process.args)} exited ({self.process.wait()}):\n"
+                               f"{self.errors.read()[-3000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.errors.close()
+
+
+def profile_table(call: Callable[[], Any], calls: int, top: int = 15, warmup: int = 50) -> str:
+    """cProfile of `calls` calls after `warmup` ones, the `top` functions by own time (the profiler adds a little
+    per Python call; C code counts to the Python function that called it), paths relative to the checkout."""
+    import cProfile
+    import io
+    import pstats
+
+    for _ in range(warmup):
+        call()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
+    return "\n".join(line.replace(str(REPO) + "/", "") for line in lines[start:] if line.strip())
+
+
+def conv_body(nn: Any, spec: dict) -> tuple:
+    """(layers, output width) of a convolutional body over 84 x 84 frames in `nn`, torch.nn or framework.nn (they
+    share the API): spec's (out, kernel, stride) convolutions with ReLUs, a flatten, its hidden Linear+ReLU
+    layers (bench_conv.NETWORKS' form)."""
+    layers, channels, side = [], spec["frames"], 84
+    for out, kernel, stride in spec["convs"]:
+        layers += [nn.Conv2d(channels, out, kernel, stride), nn.ReLU()]
+        channels, side = out, (side - kernel) // stride + 1
+    layers.append(nn.Flatten())
+    size = channels * side * side
+    for width in spec["hidden"]:
+        layers += [nn.Linear(size, width), nn.ReLU()]
+        size = width
+    return layers, size
 
 
 def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) -> float:

@@ -10,7 +10,7 @@ graph, with a reason and the user line that caused it:
 - a value handed to Python (`.item()`, `bool()`, `.numpy()`, `.tolist()`,
   `.data_array`, `repr`, `.backward()`): Python may branch on it;
 - a tensor from outside the captured ops (made by an op that is not a
-  primitive, e.g. conv2d, or by the RNG), and an in-place update (a tensor the
+  primitive, e.g. max_pool2d, or by the RNG), and an in-place update (a tensor the
   function builds from Python numbers, `framework.tensor([0, 2])`, `zeros(3)`,
   is a constant of the graph instead);
 - a call from user code into non-framework code (NumPy, `random`, `print`, a

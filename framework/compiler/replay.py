@@ -126,7 +126,7 @@ def backward_function(graph: Graph, nodes: range, seeds: Tuple[int, ...], return
     """
     src = Source({})
     if saved:
-        src.lines.append("".join(f"v{vid}, " for vid in saved) + "= saved")
+        src.lines.append("".join(f"{name}, " for name in saved_names(graph, saved)) + "= saved")
     src.lines += constant_lines(graph, src)
     live: Set[int] = set()
     for vid in seeds:  # a 0-d gradient as a NumPy scalar: the arithmetic after it is the scalar kind
@@ -142,7 +142,9 @@ def backward_function(graph: Graph, nodes: range, seeds: Tuple[int, ...], return
         grads = inline_grads(graph, n, needs, src)
         if grads is None:
             args = ", ".join(value_source(graph, a, src) for a in n.args)
-            src.lines.append(f"r = {src.name(n.prim.backward, 'B')}({needs!r}, ({args},), v{n.out}, g{n.out})")
+            saved_slot = f", s{n.out}" if n.prim.saves else ""
+            src.lines.append(f"r = {src.name(n.prim.backward, 'B')}({needs!r}, ({args},), v{n.out}, g{n.out}"
+                             f"{saved_slot})")
             grads = [f"r[{j}]" for j in range(len(n.args))]
         for j, a in enumerate(n.args):
             if needs[j]:
@@ -182,9 +184,10 @@ def constant_lines(graph: Graph, src: Source) -> List[str]:
             for vid, value in enumerate(graph.values) if value.kind in (STATE, CONSTANT)]
 
 
-def saved_values(graph: Graph, nodes: range) -> Tuple[int, ...]:
-    """The non-state values the backward of `nodes` may read: arguments and results of nodes that need grad."""
-    saved: Dict[int, None] = {}
+def saved_values(graph: Graph, nodes: range) -> Tuple[Any, ...]:
+    """What the backward of `nodes` may read: the non-state arguments and results of nodes that need grad (value
+    ids), and the intermediates of those whose primitive saves some (`("s", vid)`, vid being the node's result)."""
+    saved: Dict[Any, None] = {}
     for i in nodes:
         n = graph.nodes[i]
         if n.prim.backward is None or not graph.values[n.out].requires_grad:
@@ -192,7 +195,21 @@ def saved_values(graph: Graph, nodes: range) -> Tuple[int, ...]:
         for vid in n.refs() + [n.out]:
             if graph.values[vid].kind not in (STATE, CONSTANT):
                 saved[vid] = None
+        if n.prim.saves:
+            saved[("s", n.out)] = None
     return tuple(saved)
+
+
+def saved_names(graph: Graph, saved: Tuple[Any, ...]) -> List[str]:
+    """The variable names of saved_values' entries in generated code: v7 for a value, s7 for node 7's
+    intermediates."""
+    return [f"s{entry[1]}" if isinstance(entry, tuple) else f"v{entry}" for entry in saved]
+
+
+def saves_intermediates(graph: Graph, n: Any) -> bool:
+    """True when replay must run node `n`'s forward with save=True: its primitive saves intermediates and its
+    result needs grad."""
+    return n.prim.saves and n.prim.backward is not None and graph.values[n.out].requires_grad
 
 
 class Backward:
@@ -271,14 +288,16 @@ class Entry:
         buffered = set(self.buffered)
         for n in graph.nodes:
             args = [value_source(graph, a, src) for a in n.args]
-            if n.out in buffered:
+            if needs_node and saves_intermediates(graph, n):
+                src.lines.append(f"v{n.out}, s{n.out} = {src.name(n.prim.forward, 'F')}({', '.join(args)}, save=True)")
+            elif n.out in buffered:
                 src.lines.append(f"v{n.out} = {src.name(n.prim.forward, 'F')}({', '.join(args)}, out=b{n.out})")
             elif n.prim.infix:
                 src.lines.append(f"v{n.out} = " + n.prim.infix.format(*[f"({a})" for a in args]))
             else:
                 src.lines.append(f"v{n.out} = {src.name(n.prim.forward, 'F')}({', '.join(args)})")
         if needs_node:
-            saved = ", ".join(f"v{v}" for v in self.backward.saved)
+            saved = ", ".join(saved_names(graph, self.backward.saved))
             inputs = ", ".join(_tensor_source(graph, v, src) for v in grad_inputs)
             src.lines.append(f"g = GRAPH(BACKWARD, ({saved},), ({inputs},))")
             if self.buffered:

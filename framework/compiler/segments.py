@@ -26,7 +26,7 @@ from ..tensor import Tensor, node, wrap
 from ..tracing import HOOK
 from .graph import CONSTANT, EXTERNAL, INPUT, STATE, Graph, Ref
 from .guards import Guards, check_lines, first_failure
-from .replay import MISS, Backward, Source, route
+from .replay import MISS, Backward, Source, route, saves_intermediates
 from .symbolic import ShapeEnv, Sym
 
 def same_constant(recorded: Any, actual: Any, symbols: Dict[str, int]) -> bool:
@@ -97,7 +97,7 @@ class Replayer:
         self.cuts = sorted({b.at for b in self.graph.breaks})
         self.cursor = 0
         self.diverged = False
-        self.arrays: Dict[int, Any] = {}
+        self.arrays: Dict[Any, Any] = {}  # by value id; ("s", id): a node's saved intermediates
         self.tensors: Dict[int, Any] = {}
         self.segment_start = 0
         self.segment_node: Optional[Tensor] = None
@@ -124,7 +124,11 @@ class Replayer:
             self._close_segment()
             self.segment_start = i
         n = graph.nodes[i]
-        out = prim.forward(*[self.arrays[a.vid] if isinstance(a, Ref) else b for a, b in zip(n.args, args)])
+        arrays = [self.arrays[a.vid] if isinstance(a, Ref) else b for a, b in zip(n.args, args)]
+        if saves_intermediates(graph, n):
+            out, self.arrays[("s", n.out)] = prim.forward(*arrays, save=True)
+        else:
+            out = prim.forward(*arrays)
         if out.__class__ is not np.ndarray and isinstance(out, np.generic):
             out = np.asarray(out)
         self.arrays[n.out] = out

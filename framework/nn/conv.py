@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import creation
 from ..ops.conv import as_pair, conv2d, max_pool2d
+from ..ops.workspace import Workspace
 from ..tensor import Tensor
 from . import init
 from .linear import _positive
@@ -14,7 +15,11 @@ from .parameter import Parameter
 
 
 class Conv2d(Module):
-    """2-D cross-correlation over (N, C, H, W) input, initialised as torch.nn.Conv2d."""
+    """2-D cross-correlation over (N, C, H, W) input, initialised as torch.nn.Conv2d.
+
+    `workspace` holds the convolution's scratch arrays between calls (ops.workspace): allocated on the first
+    call of each shape, freed with the layer, never saved or copied with it.
+    """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, bias: bool = True, device: Any = "cpu", dtype: Any = None) -> None:
@@ -30,6 +35,7 @@ class Conv2d(Module):
         self.weight = Parameter(creation.empty(out_channels, in_channels, *self.kernel_size, dtype=dtype,
                                                device=device))
         self.bias = Parameter(creation.empty(out_channels, dtype=dtype, device=device)) if bias else None
+        self.workspace = Workspace()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -41,7 +47,13 @@ class Conv2d(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor) -> Tensor:
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation)
+        return self.convolve(input)
+
+    def convolve(self, input: Tensor, relu: bool = False) -> Tensor:
+        """The convolution, and with `relu` a ReLU after it in the same op (nn.Sequential's fusion): a subclass
+        that changes the convolution overrides this, not forward."""
+        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, workspace=self.workspace,
+                      relu=relu)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "

@@ -25,6 +25,13 @@ backward side by side), but on raw arrays rather than Tensors:
   broadcasting to undo). `backward` is then generated from them
   (`_util.expression_primitive`), and the compiler, where it knows the shapes,
   writes them inline instead of a call: one definition, the same values.
+- `saves`: for ops whose backward needs intermediates of the forward (a
+  convolution's patch matrix), true. Forward then takes `save=`: with
+  `save=True` it returns `(result, saved)`, and backward is called as
+  `backward(needs, args, out, g, saved)`; without it, it returns the result
+  alone and keeps nothing. Eager autograd and the compiler's replay both hold
+  `saved` exactly as long as the backward that reads it, so a forward may
+  hand out reusable buffers and take them back when `saved` is dropped.
 - `grad_inline(shapes, constants)`: for gradients whose expression depends on
   the static shapes (a slice that selects everything is a reshape), the
   expressions for these shapes (each array argument's shape in `shapes`, each
@@ -33,7 +40,7 @@ backward side by side), but on raw arrays rather than Tensors:
   `backward` takes the same path for the same shapes.
 
 `apply` is the eager op: it runs forward and records `partial(backward, needs,
-args, out)` as the node's backward, with all arguments (constants too) as
+args, out)` (plus `saved`) as the node's backward, with all arguments (constants too) as
 `_prev`; the autograd engine skips the None gradients. `framework.compiler`
 records the same primitives while it captures a function and replays their
 forward and backward as flat array programs, so a primitive's math exists once.
@@ -56,10 +63,10 @@ from ..tracing import HOOK
 class Primitive:
     """An array operation, its derivative and its shape rule (see the module docstring)."""
 
-    __slots__ = ("name", "forward", "backward", "shape", "out", "view", "infix", "grad_infix", "grad_inline")
+    __slots__ = ("name", "forward", "backward", "shape", "out", "view", "saves", "infix", "grad_infix", "grad_inline")
 
     def __init__(self, name: str, forward: Callable[..., Any], backward: Optional[Callable[..., tuple]] = None, *,
-                 shape: Optional[Callable[..., tuple]], out: bool = False, view: Any = False,
+                 shape: Optional[Callable[..., tuple]], out: bool = False, view: Any = False, saves: bool = False,
                  infix: Optional[str] = None, grad_infix: Optional[Tuple[Optional[str], ...]] = None,
                  grad_inline: Optional[Callable[[tuple, tuple], Optional[Tuple[Optional[str], ...]]]] = None) -> None:
         self.name = name
@@ -71,6 +78,7 @@ class Primitive:
         self.grad_inline = grad_inline
         self.out = out      # forward accepts out= (the compiler preallocates the result)
         self.view = view    # the result views the first argument's memory: True, or "maybe" (a reshape may copy)
+        self.saves = saves  # forward(..., save=True) returns (result, saved) and backward takes saved last
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -95,11 +103,14 @@ def run(prim: Primitive, args: tuple) -> Tensor:
         else:
             arrays.append(a)
             needs.append(False)
-    out = prim.forward(*arrays)
-    if record and MODE.enabled and prim.backward is not None:
-        result = node(out, partial(prim.backward, tuple(needs), arrays, out), args)
+    if not (record and MODE.enabled and prim.backward is not None):
+        result = wrap(prim.forward(*arrays))
+    elif prim.saves:
+        out, saved = prim.forward(*arrays, save=True)
+        result = node(out, partial(prim.backward, tuple(needs), arrays, out, saved=saved), args)
     else:
-        result = wrap(out)
+        out = prim.forward(*arrays)
+        result = node(out, partial(prim.backward, tuple(needs), arrays, out), args)
     if prim.view:
         link_view(prim, args[0], result)
     return result

@@ -47,8 +47,9 @@ class FrameConv2d(nn.Conv2d):
     nothing before it (env buffers, rollouts, copies to a device) moves more than bytes.
     """
 
-    def forward(self, input: Any) -> Any:
-        return F.conv2d(input, self.weight * (1.0 / 255.0), self.bias, self.stride, self.padding, self.dilation)
+    def convolve(self, input: Any, relu: bool = False) -> Any:
+        return F.conv2d(input, self.weight * (1.0 / 255.0), self.bias, self.stride, self.padding, self.dilation,
+                        workspace=self.workspace, relu=relu)
 
 
 def conv_output_sides(sides: Sequence[int], conv: Sequence[tuple[int, int, int]]) -> tuple[int, ...]:

@@ -102,19 +102,21 @@ def test_changing_a_list_that_outlives_the_call_breaks():
 def test_ops_that_are_not_primitives_break_with_their_name():
     F.manual_seed(0)
     conv = nn.Conv2d(2, 3, 3)
-    head = nn.Linear(3 * 2 * 2, 2)
+    pool = nn.MaxPool2d(2)
+    head = nn.Linear(3 * 3 * 3, 2)
 
     def net(x):
-        h = F.relu(conv(x * 0.5))  # conv2d is not a captured primitive
+        h = F.relu(pool(conv(x * 0.5)))  # max_pool2d is not a captured primitive
         return head(h.reshape(x.shape[0], -1)).tanh().sum()
     compiled = F.compile(net)
     params = list(conv.parameters()) + list(head.parameters())
-    x = F.randn(2, 2, 4, 4)
+    x = F.randn(2, 2, 8, 8)
     for _ in range(3):
         assert_same(compiled(x), net(x))
         assert_same(grads_of(params, lambda: compiled(x)), grads_of(params, lambda: net(x)))
-    reasons = compiler.explain(net, x).break_reasons
-    assert any("conv2d" in r for r in reasons), reasons
+    explanation = compiler.explain(net, x)
+    assert any("max_pool2d" in r for r in explanation.break_reasons), explanation.break_reasons
+    assert explanation.ops_per_graph[0] == ["mul", "conv2d"]  # conv2d is one, and replays with its saved patches
 
 
 def test_tensors_from_python_numbers_are_constants_but_random_ones_break():

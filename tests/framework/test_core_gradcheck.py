@@ -212,10 +212,19 @@ def test_conv2d(data, stride, padding, dilation, batched):
     ((3, 3), (1, 1), (4, 4), (2, 2), (1, 1)),     # a stride past the input: rows and columns cut off
 ], ids=["k8s4", "k4s2", "k3s2p1", "dilated-padded", "dilated-s1", "wide-stride"])
 def test_conv2d_blocked_paths(size, kernel, stride, padding, dilation):
-    """conv2d's space-to-depth path on the shapes that exercise its zero taps, padding and cropping."""
+    """conv2d's space-to-depth and im2col paths on the shapes that exercise zero taps, padding and cropping,
+    alone and with the fused ReLU."""
     rng = np.random.default_rng(sum(size) + sum(kernel))
     x, w, b = rng.standard_normal((2, 2, *size)), rng.standard_normal((3, 2, *kernel)), rng.standard_normal(3)
-    check_grads(lambda *t: F.conv2d(*t, stride=stride, padding=padding, dilation=dilation), x, w, b)
+    for relu in (False, True):
+        check_grads(lambda *t: F.conv2d(*t, stride=stride, padding=padding, dilation=dilation, relu=relu), x, w, b)
+
+
+def test_conv2d_over_a_convolutions_output():
+    """A stride-1 convolution (im2col) over a strided one's (space to depth) output, a view of (C, H, W, N) memory."""
+    rng = np.random.default_rng(7)
+    x, w, v = rng.standard_normal((2, 2, 9, 9)), rng.standard_normal((3, 2, 3, 3)), rng.standard_normal((2, 3, 2, 2))
+    check_grads(lambda x, w, v: F.conv2d(F.conv2d(x, w, stride=2), v), x, w, v)
 
 
 @settings(max_examples=8, deadline=None)
