@@ -184,9 +184,9 @@ def test_an_update_changes_the_shared_parameters_and_reports(sections):
     assert np.isfinite(model.arena.data).all()
     snap = stats.snapshot()
     assert snap.total(UPDATES) == 3 and snap.total(SKIPPED) == 0
-    policy_loss, value_loss, entropy, grad_norm, lr = snap.metric_sums[0] / 3
-    assert value_loss > 0 and grad_norm > 0 and lr == pytest.approx(worker.opt_cfg["lr"])
-    assert entropy != 0
+    means = dict(zip(stats.metrics, snap.metric_sums[0] / 3))  # by name: the metrics are A3C.metrics
+    assert means["value_loss"] > 0 and means["grad_norm"] > 0 and means["lr"] == pytest.approx(worker.opt_cfg["lr"])
+    assert means["entropy"] != 0 and np.isfinite(means["explained_variance"])
 
 
 @pytest.mark.parametrize("sections", [{}, {"model": {"lstm": True}}, {"env": {"id": "Pendulum-v1"}},
