@@ -30,7 +30,7 @@ from typing import Any
 
 from cuda_ipc.guard import check_cuda_allowed, forked_after_cuda
 from cuda_ipc.limbo import ipc_collect
-from cuda_ipc.reductions import reduce_array
+from cuda_ipc.pickling import reduce_array
 from cuda_ipc.registration import when_imported
 
 __all__ = ["check_cuda_allowed", "ipc_collect", "is_available", "memory_pool", "register_reducers", "shareable"]

@@ -198,9 +198,9 @@ def a3c_worker(config: str, overrides: Sequence[str]) -> Any:
     import framework
     from framework import algorithms
     from framework.algorithms.a3c.worker import Worker
-    from framework.plugin.algorithm import WorkerContext
+    from framework.runtime.algorithm import WorkerContext
     from framework.train.config import load_config
-    from framework.plugin.run_stats import RunStats
+    from framework.runtime.run_stats import RunStats
 
     a3c = algorithms.get("a3c")
     settings = load_config(Path(framework.__file__).resolve().parent.parent / "configs" / config, list(overrides))

@@ -2,10 +2,12 @@
 distributions, with torch's names, values and gradients, and storage that moves into shared memory.
 
 Importing it registers how tensors travel through `sharing` queues (see
-framework.reducers). The training CLI lives in framework.cli (the `train` and
-`evaluate` entry points) and is not imported here.
+framework.pickling). framework/ holds two things: this tensor library (the
+modules beside this file, and compiler/, nn/, ops/, optim/) and, on top of
+it, the training system (runtime/, rl/, algorithms/, train/: the `train` and
+`evaluate` commands are framework.train.cli), which is not imported here.
 """
-from . import reducers  # noqa: F401  (registers the ForkingPickler reducers)
+from . import pickling  # noqa: F401  (registers the ForkingPickler reducers)
 from . import compiler, distributions, nn, optim
 from .compiler import compile
 from .creation import (arange, as_tensor, empty, from_numpy, full, ones, ones_like, rand, randint, randn, tensor,

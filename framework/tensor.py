@@ -19,7 +19,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from . import storage
+from . import aliasing
 from .autograd import backward as _run_backward
 from .device import array_module, device_of, parse_device, to_device
 from .dtypes import default_dtype_for, is_floating, resolve_dtype
@@ -65,7 +65,7 @@ class Tensor:
         self._bw = None
         self._prev = None
         if isinstance(data, Tensor):
-            storage.link(data, self)
+            aliasing.link(data, self)
         if requires_grad:
             self.requires_grad = True
 
@@ -80,7 +80,7 @@ class Tensor:
     def data(self) -> "Tensor":
         """A tensor sharing this one's storage, detached from the graph (as torch's `.data`)."""
         out = wrap(self._data)
-        storage.link(self, out)
+        aliasing.link(self, out)
         return out
 
     @data.setter
@@ -89,7 +89,7 @@ class Tensor:
             raise TypeError(f"Tensor.data must be set to a Tensor, got {type(value).__name__}")
         self._data = value._data
         self._st = None
-        storage.link(value, self)
+        aliasing.link(value, self)
 
     @property
     def shape(self) -> tuple:
@@ -427,7 +427,7 @@ class Tensor:
         where the memory cuda_ipc's pool hands out is always exportable as an IPC handle."""
         import sharing
         if isinstance(self._data, np.ndarray) and not sharing.is_shared(self._data):
-            storage.move(self, sharing.share_array)
+            aliasing.move(self, sharing.share_array)
         return self
 
     def is_shared(self) -> bool:
@@ -438,7 +438,7 @@ class Tensor:
         return sharing.is_shared(self._data)
 
     def __reduce_ex__(self, protocol: int) -> tuple:
-        # Plain pickling (checkpoints, deepcopy) is by value; `sharing` queues use framework.reducers.
+        # Plain pickling (checkpoints, deepcopy) is by value; `sharing` queues use framework.pickling.
         return _rebuild_by_value, (type(self), self._data, self._rg)
 
 
@@ -478,5 +478,5 @@ def node(data: Any, backward: Any, inputs: tuple) -> Tensor:
 def view_of(source: Tensor, data: Any, backward: Any) -> Tensor:
     """A tensor over `data`, an array viewing `source`'s memory, recorded when `source` needs grad."""
     out = node(data, backward, (source,)) if source._rg and MODE.enabled else wrap(data)
-    storage.link(source, out)
+    aliasing.link(source, out)
     return out

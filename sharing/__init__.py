@@ -16,7 +16,7 @@ import importlib
 import multiprocessing
 from multiprocessing import *  # noqa: F401,F403  (the drop-in part)
 
-from . import lifecycle, pool_results, reductions  # noqa: F401  (registers the reducers, guards Pool results)
+from . import lifecycle, pickling, pool_results  # noqa: F401  (registers the reducers, guards Pool results)
 from .arrays import empty_shared, is_shared, share_array, storage_of
 from .ring_queue import RingQueue
 from .robust_lock import RobustLock

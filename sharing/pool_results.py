@@ -6,7 +6,7 @@ good: ``map`` never returns and ``terminate`` asserts. Receiving a shared array
 can fail there (a ``file_descriptor`` worker that exited before its result was
 opened, as workers with ``maxtasksperchild`` do; no descriptor left), so that
 thread receives with failures collected (Note [receiving where an exception
-would kill the thread] in ``reductions``) and turns a result whose storages
+would kill the thread] in ``pickling``) and turns a result whose storages
 could not be opened into the task's exception, a RuntimeError that ``map``,
 ``apply_async`` and the rest raise in the caller. A result whose unpickling
 fails otherwise (an object's own reducer raising, even an OSError, which the
@@ -22,7 +22,7 @@ import multiprocessing.pool
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
 
-from .reductions import failures_collected
+from .pickling import failures_collected
 
 
 def _transfer_error(failures: list[Exception]) -> RuntimeError:

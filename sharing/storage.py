@@ -44,7 +44,7 @@ class Storage:
         self.owner_pid = os.getpid()
         self.created = created  # counted against this process's room quota
         self.address = addr
-        self.handle: tuple | None = None  # what this process sends it as (built by reductions, once per process)
+        self.handle: tuple | None = None  # what this process sends it as (built by pickling, once per process)
         self._maplen = maplen
         self._flat: weakref.ref | None = None
 

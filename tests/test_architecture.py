@@ -11,9 +11,10 @@ import pytest
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 PACKAGES = ("framework", "sharing", "cuda_ipc")
-TRAINING = ("framework.train", "framework.algorithms", "framework.rl", "framework.plugin")
-"""The training system, from the top: the trainer, the algorithms, what actor-critic algorithms share, the plugin
-contract. Everything else in framework/ is the tensor library."""
+TRAINING = ("framework.train", "framework.algorithms", "framework.rl", "framework.runtime")
+"""The training system, from the top: the trainer, the algorithms, what actor-critic algorithms share, the runtime
+they all share (the plugin contract, run statistics, the update tail). Everything else in framework/ is the tensor
+library."""
 
 
 def _module_name(path: Path) -> str:
@@ -99,7 +100,7 @@ def _in(module: str, prefixes) -> bool:
     (("framework",), TRAINING),
     (("framework.algorithms",), ("framework.train",)),
     (("framework.rl",), ("framework.train", "framework.algorithms")),
-    (("framework.plugin",), ("framework.train", "framework.algorithms", "framework.rl")),
+    (("framework.runtime",), ("framework.train", "framework.algorithms", "framework.rl")),
 ])
 def test_each_layer_imports_only_the_layers_below_it(lower, forbidden):
     graph = _graph()
@@ -109,7 +110,7 @@ def test_each_layer_imports_only_the_layers_below_it(lower, forbidden):
 
 
 def test_the_schema_imports_nothing_of_the_project():
-    assert _graph()["framework.plugin.schema"] == set()
+    assert _graph()["framework.runtime.schema"] == set()
 
 
 def _fresh_python(code: str) -> str:
@@ -123,7 +124,7 @@ def test_import_framework_loads_the_tensor_library_alone():
     code = ("import json, sys, framework; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('gymnasium', 'yaml', 'tensorboard', 'tqdm', 'av', 'PIL', 'pygame', 'ray', 'optuna', 'mlflow', "
             "'wandb', 'matplotlib') or "
-            "m.startswith(('framework.train', 'framework.algorithms', 'framework.rl', 'framework.plugin')))))")
+            "m.startswith(('framework.train', 'framework.algorithms', 'framework.rl', 'framework.runtime')))))")
     assert json.loads(_fresh_python(code)) == []
 
 

@@ -1,6 +1,6 @@
 """The algorithm registry: a config's `algorithm.name` picks the plugin that builds and trains the model.
 
-A plugin is an `Algorithm` (see `framework.plugin.algorithm`) exposed as the
+A plugin is an `Algorithm` (see `framework.runtime.algorithm`) exposed as the
 attribute `ALGORITHM` of a module. Built-in ones are imported on first use, so
 choosing one algorithm never imports another's dependencies; `register` adds
 more at run time (register in a module that worker processes import too when
@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from framework.plugin.algorithm import Algorithm
+    from framework.runtime.algorithm import Algorithm
 
 _MODULES: dict[str, str] = {
     "a3c": "framework.algorithms.a3c.plugin",
@@ -32,7 +32,7 @@ def names() -> tuple[str, ...]:
 
 def is_spec(name: str) -> bool:
     """Whether an algorithm.name is of the form module:PluginClass (checked without importing anything)."""
-    from framework.plugin import user_code
+    from framework.runtime import user_code
 
     return user_code.ATTRIBUTE_SPEC.fullmatch(name) is not None
 
@@ -40,16 +40,16 @@ def is_spec(name: str) -> bool:
 def _load_spec(name: str) -> "Algorithm":
     """The plugin that algorithm.name `module:PluginClass` names (imported; instantiated if a class); ConfigError
     when it is neither an Algorithm subclass nor an instance."""
-    from framework.plugin import user_code
-    from framework.plugin.algorithm import Algorithm
-    from framework.plugin.schema import ConfigError
+    from framework.runtime import user_code
+    from framework.runtime.algorithm import Algorithm
+    from framework.runtime.schema import ConfigError
 
     found = user_code.load_attribute("algorithm.name", name)
     if isinstance(found, type) and issubclass(found, Algorithm):
         found = found()
     if not isinstance(found, Algorithm):
         raise ConfigError(f"config key 'algorithm.name': got {name!r}, a {type(found).__name__}; allowed: a "
-                          f"subclass of framework.plugin.algorithm.Algorithm, or an instance of one")
+                          f"subclass of framework.runtime.algorithm.Algorithm, or an instance of one")
     return found
 
 

@@ -6,7 +6,7 @@ runs a function once with the tensor library reporting each primitive op
 (capture.py), guards the graph on what the run assumed (guards.py, symbolic.py),
 and replays it as generated straight-line array code, forward and backward
 (replay.py), while the guards hold; a graph that broke replays in segments
-while the function's Python runs (segments.py). The frontend (frontend.py) keeps
+while the function's Python runs (segmented_replay.py). The frontend (frontend.py) keeps
 several graphs per function; explain.py and logs.py say what happened.
 
 API: compile(fn_or_module, *, dynamic=False, fullgraph=False), reset(),

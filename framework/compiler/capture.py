@@ -22,7 +22,7 @@ graph, with a reason and the user line that caused it:
   dicts of them).
 
 Without rewriting bytecode a break cannot resume replay mid-function; it cuts
-the graph into segments instead, which segments.py replays while the function's
+the graph into segments instead, which segmented_replay.py replays while the function's
 Python runs. What a capture costs: one eager run plus a profiler callback per
 Python call, once per new guard set.
 """
@@ -82,7 +82,7 @@ _TRUSTED = ("framework.tensor", "framework.ops", "framework.nn", "framework.dist
             "framework.tracing", "framework.dtypes", "framework.creation", "framework.device", "framework.autograd",
             "framework.compiler")
 """The tensor library: what its Python does to tensors reaches the Recorder through the hook."""
-_APPLICATION = ("framework.algorithms", "framework.rl", "framework.plugin", "framework.train")
+_APPLICATION = ("framework.algorithms", "framework.rl", "framework.runtime", "framework.train")
 """Framework code that is application code to the compiler: traced through, its calls checked."""
 USER, TRUSTED, LIBRARY = "user", "trusted", "library"
 

@@ -1,7 +1,7 @@
 """framework.compile: a function (or a Module's forward) with a cache of captured graphs, as torch.compile.
 
 Each call tries the cached graphs, most recent first: the first whose guards
-pass replays (replay.py, or segments.py when the graph broke). When none does,
+pass replays (replay.py, or segmented_replay.py when the graph broke). When none does,
 the call is captured (capture.py), which runs it eagerly once, and its graph
 joins the cache; the guard that failed is logged as the reason for the
 recompile. Past `config.cache_size_limit` graphs per function, a call that no
@@ -22,7 +22,7 @@ from . import logs
 from .capture import Recorder
 from .graph import CONSTANT, STATE
 from .replay import MISS, Entry
-from .segments import SegmentedEntry
+from .segmented_replay import SegmentedEntry
 
 
 class Config:

@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from .. import storage
+from .. import aliasing
 from ..device import array_module
 from ..tensor import node, wrap
 from .graph import CONSTANT, INPUT, NODE, STATE, Graph, Ref
@@ -276,7 +276,7 @@ class Entry:
     def _generate(self, grad_inputs: Tuple[int, ...]) -> Callable:
         graph = self.graph
         src = Source(dict(self.guards.namespace))
-        src.namespace.update(MISS=MISS, W=wrap, GRAPH=graph_node, OUT=output_node, LINK=storage.link,
+        src.namespace.update(MISS=MISS, W=wrap, GRAPH=graph_node, OUT=output_node, LINK=aliasing.link,
                              E=self, BACKWARD=self.backward)
         src.lines += check_lines(self.guards)
         src.lines += constant_lines(graph, src)

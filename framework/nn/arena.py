@@ -18,7 +18,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
-from .. import storage
+from .. import aliasing
 from ..device import array_module, device_of, on_device, shareable, to_device
 from ..tensor import wrap
 from .parameter import Parameter
@@ -30,7 +30,7 @@ _SHARED: "weakref.WeakValueDictionary[tuple, ParameterArena]" = weakref.WeakValu
 
 
 def _address(array: Any) -> int:
-    return storage.address(array) if isinstance(array, np.ndarray) else int(array.data.ptr)
+    return aliasing.address(array) if isinstance(array, np.ndarray) else int(array.data.ptr)
 
 
 class ParameterArena:
@@ -80,14 +80,14 @@ class ParameterArena:
             segment = data[offset:offset + size].reshape(shape)
             segment[...] = p._data
             if isinstance(data, np.ndarray) and p._data.flags.c_contiguous:
-                members += storage.repoint_into(p, data, offset * data.itemsize)
+                members += aliasing.repoint_into(p, data, offset * data.itemsize)
             else:
                 p._data = segment
                 members.append(p)
             offset += size
         cls.__init__(arena, data, params, shapes)
         if isinstance(data, np.ndarray):
-            storage.join([arena._anchor, *members])
+            aliasing.join([arena._anchor, *members])
         for p, grad in zip(params, grads):
             p._grad = None
             if grad is not None:
@@ -113,7 +113,7 @@ class ParameterArena:
             offset += size
         cls.__init__(arena, data, params, shapes)
         if isinstance(data, np.ndarray):
-            storage.join([arena._anchor, *params])
+            aliasing.join([arena._anchor, *params])
         if key is not None:
             _SHARED[key] = arena
         return arena
@@ -173,7 +173,7 @@ class ParameterArena:
         data = self.data
         if isinstance(data, np.ndarray) and data.size and not _is_shared(data):
             import sharing
-            storage.move(self._anchor, sharing.share_array)
+            aliasing.move(self._anchor, sharing.share_array)
         elif not isinstance(data, np.ndarray) and data.size:
             self._point_params_at(shareable(data))
         if self.data.size and _is_shared(self.data):
@@ -202,7 +202,7 @@ class ParameterArena:
             p._data = self._segment(data, slot)
             p._st = None
         if isinstance(data, np.ndarray):
-            storage.join([self._anchor, *self.params])
+            aliasing.join([self._anchor, *self.params])
 
     def dissolve(self) -> None:
         """Stop being an arena: parameters keep their memory but are no longer packed (before repacking them)."""
@@ -214,7 +214,7 @@ class ParameterArena:
         self.alive = False
 
     def __reduce_ex__(self, protocol: int) -> tuple:
-        # Plain pickling copies; sharing queues and spawn arguments go through framework.reducers.
+        # Plain pickling copies; sharing queues and spawn arguments go through framework.pickling.
         return ParameterArena._by_value, (self.data, self.layout())
 
     @classmethod

@@ -53,7 +53,7 @@ import math
 from functools import partial
 from typing import Any, Callable, Optional, Tuple
 
-from .. import storage
+from .. import aliasing
 from ..device import array_module
 from ..grad_mode import MODE
 from ..tensor import Tensor, node, wrap
@@ -117,9 +117,9 @@ def run(prim: Primitive, args: tuple) -> Tensor:
 
 
 def link_view(prim: Primitive, source: Tensor, result: Tensor) -> None:
-    """Put a result that views its source's memory in the source's alias group (see framework.storage)."""
+    """Put a result that views its source's memory in the source's alias group (see framework.aliasing)."""
     if prim.view is True or array_module(source._data).may_share_memory(result._data, source._data):
-        storage.link(source, result)
+        aliasing.link(source, result)
 
 
 # ---- shape rules shared by several primitives -------------------------------------------------------------

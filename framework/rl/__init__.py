@@ -1,5 +1,5 @@
-"""What actor-critic algorithms on gymnasium environments share (A3C's plugin stands on it; IMPALA's and APPO's
-will): below framework.algorithms, above the plugin contract (framework.plugin).
+"""What actor-critic algorithms on gymnasium environments share (A3C's, IMPALA's and APPO's plugins stand on it): below
+framework.algorithms, above the runtime (framework.runtime).
 
 - `envs`, `cartpole_vector`: a batch of environments stepped together, built from an env id or a factory;
 - `spaces`: how observation and action spaces are read (`ObservationLayout`, `ActionHead`);

@@ -26,7 +26,7 @@ import numpy as np
 from framework.rl.model import ActorCriticBase
 from framework.rl.normalization import EPSILON, Normalization
 from framework.rl.spaces import ActionHead, ObservationLayout
-from framework.plugin.algorithm import Config
+from framework.runtime.algorithm import Config
 from framework.device import to_device, to_host
 
 OBS_NORMALIZATION = "obs_normalization."

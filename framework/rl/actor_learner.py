@@ -37,8 +37,8 @@ import numpy as np
 
 import framework
 from framework.device import array_module, to_host
-from framework.plugin.algorithm import Config, Role, WorkerContext
-from framework.plugin.schema import ConfigError, Field
+from framework.runtime.algorithm import Config, Role, WorkerContext
+from framework.runtime.schema import ConfigError, Field
 from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, env_spaces
 from framework.rl.diagnostics import explained_variance
 from framework.rl.model import ActorCriticBase

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from framework import nn
-from framework.plugin import user_code
-from framework.plugin.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink)
-from framework.plugin.schema import ConfigError, Field, one_line, short_repr
+from framework.runtime import user_code
+from framework.runtime.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink)
+from framework.runtime.schema import ConfigError, Field, one_line, short_repr
 from framework.rl import evaluation, model_factory
 from framework.rl.actor import Actor
 from framework.rl.envs import ATARI_ID, EnvBuildError, env_id_problem, make_env, missing_extra_message

@@ -28,7 +28,7 @@ of an episode's last step is there too. For Atari that is the game screen
 
 An `env.id` is a gymnasium id, module:EnvId or module:Factory (`env_source`
 finds what it names, importing the module through
-framework.plugin.user_code); building one that fails raises
+framework.runtime.user_code); building one that fails raises
 `EnvBuildError` naming the real cause and the config key at fault: a missing
 module and the extra that brings it, gymnasium's own hint for an unknown or
 deprecated id, env.kwargs only for a TypeError of arguments the env does not
@@ -70,10 +70,10 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from framework.rl.cartpole_vector import SameStepCartPoleVectorEnv
-from framework.plugin import user_code
+from framework.runtime import user_code
 from framework.rl.normalization import Normalization
 from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError
-from framework.plugin.schema import ConfigError, short_repr
+from framework.runtime.schema import ConfigError, short_repr
 
 ATARI_ID = "hogshare/Atari-v0"
 
@@ -166,7 +166,7 @@ class EnvSource:
 
 
 def env_source(env_id: str, kwargs: Mapping[str, Any] | None = None) -> EnvSource:
-    """Find what env_id names (importing the module of a module:name form: see framework.plugin.user_code);
+    """Find what env_id names (importing the module of a module:name form: see framework.runtime.user_code);
     ConfigError when the module cannot be imported or names nothing usable."""
     kwargs = dict(kwargs or {})
     module, _, name = env_id.rpartition(":")

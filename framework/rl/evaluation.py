@@ -12,9 +12,9 @@ from typing import Iterator
 import numpy as np
 
 from framework import nn
-from framework.plugin.algorithm import Config, Evaluation, EvaluationBounds, FrameSink
-from framework.plugin.formatting import significant
-from framework.plugin.schema import ConfigError
+from framework.runtime.algorithm import Config, Evaluation, EvaluationBounds, FrameSink
+from framework.runtime.formatting import significant
+from framework.runtime.schema import ConfigError
 from framework.rl.actor import Actor
 from framework.rl.envs import BatchStep, EnvBatch, NoFrames
 

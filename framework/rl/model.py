@@ -1,4 +1,4 @@
-"""The A3C actor-critic: a body (convolutions for images, an MLP, optionally an LSTM cell) and two heads.
+"""The actor-critic network of A3C, IMPALA and APPO: a body (convolutions for images, an MLP, optionally an LSTM cell) and two heads.
 
 Acting runs the same layers as training (`policy` is `forward` without the
 value head), so a layer added to the body is used by both; workers run it
@@ -12,7 +12,7 @@ sample-factory do the same). uint8 image frames stay uint8 until the first
 convolution, which reads them as [0, 1] floats (FrameConv2d): a quarter of
 the memory traffic in env buffers, rollouts and copies.
 
-`ActorCriticBase` is the interface the A3C worker, evaluation and the
+`ActorCriticBase` is the interface the workers, learners, evaluation and the
 normalisation use (see its docstring); `ActorCritic` is the built-in one, and
 a `model.factory` returns another (docs/models.md).
 """
@@ -79,7 +79,7 @@ def _body(input_shape: tuple[int, ...], hidden: list[int], activation: str, conv
 
 
 class ActorCriticBase(nn.Module):
-    """What A3C calls on a model; subclass it (or return a Module with the same members) from a model.factory.
+    """What the actor-critic plugins call on a model; subclass it (or return a Module with the same members) from a model.factory.
 
     Shapes: B observations of the layout rl.spaces gives (`obs`: (B, *obs_shape), uint8 for uint8 images,
     else float32); `head` is the policy output, (B, size) with size = the action space's n (Discrete logits),

@@ -1,4 +1,4 @@
-"""`model.factory: module:function`: the user's own network for A3C, built and checked before a run starts.
+"""`model.factory: module:function`: the user's own network for an actor-critic plugin, built and checked before a run starts.
 
 The function is called as `function(observation_space, action_space, model_section)`: the observation
 space as the model reads it (rl.spaces.ObservationLayout: a Box of its shape and dtype), the env's action
@@ -16,10 +16,10 @@ import numpy as np
 
 import framework
 from framework import nn
-from framework.plugin import user_code
+from framework.runtime import user_code
 from framework.rl.normalization import RunningMeanStd
 from framework.rl.spaces import ActionHead, ObservationLayout
-from framework.plugin.schema import ConfigError, one_line, printable
+from framework.runtime.schema import ConfigError, one_line, printable
 
 MEMBERS = ("forward", "policy", "policy_array", "forward_rollout", "initial_state", "device")
 """What the worker, the evaluation and the normalisation call on a model besides its parameters."""

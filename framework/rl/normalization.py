@@ -1,4 +1,4 @@
-"""Observation and reward normalisation for A3C, as Stable-Baselines3's VecNormalize.
+"""Observation and reward normalisation for the actor-critic plugins, as Stable-Baselines3's VecNormalize.
 
 `RunningMeanStd` is a module of three buffers (mean, var, count) that merges
 batches into running statistics (Chan et al.'s parallel update). An

@@ -12,7 +12,7 @@ the envs give them: uint8 frames stay uint8; actions, rewards, dones) in
 preallocated buffers; then one forward pass with grad over the whole
 (n_steps + 1) x envs rollout (the body once over all its frames, an LSTM
 unrolled as one op: `ActorCriticBase.forward_rollout`), and, once a subclass
-has its loss and gradient, the shared update tail (`framework.plugin.update`).
+has its loss and gradient, the shared update tail (`framework.runtime.update`).
 A time limit is not an end: a truncated episode's last reward gets
 gamma * V(last observation) added (the bootstrap); a termination gets none.
 
@@ -32,8 +32,8 @@ import numpy as np
 
 import framework
 from framework.device import array_module, to_device, to_host
-from framework.plugin.algorithm import WorkerContext, learning_rate
-from framework.plugin.update import apply_gradient
+from framework.runtime.algorithm import WorkerContext, learning_rate
+from framework.runtime.update import apply_gradient
 from framework.rl.envs import EnvBatch
 from framework.rl.model import ActorCriticBase
 from framework.rl.normalization import Normalization

@@ -1,4 +1,4 @@
-"""How A3C reads a gymnasium env's spaces: observations as one array per env, actions as a policy output.
+"""How the actor-critic plugins read a gymnasium env's spaces: observations as one array per env, actions as a policy output.
 
 Observations (`ObservationLayout`): Box spaces keep their shape, except
 (height, width, channels) images with 1 to 4 channels (CarRacing), which are
@@ -40,7 +40,7 @@ MAX_CHANNELS = 4
 
 
 class SpaceError(ValueError):
-    """A space A3C cannot read; the message names the gymnasium wrapper that would fix it."""
+    """A space the actor-critic plugins cannot read; the message names the gymnasium wrapper that would fix it."""
 
 
 def _channels_last(space: gym.spaces.Box) -> bool:
@@ -55,15 +55,15 @@ def _is_image(space: gym.Space) -> bool:
 
 def _leaves(space: gym.Space, where: str) -> list[tuple[str, gym.Space]]:
     """The spaces of a Dict or Tuple (nested ones flattened), in order, each with where it is; SpaceError for
-    one A3C cannot read."""
+    one they cannot read."""
     if isinstance(space, gym.spaces.Dict):
         return [leaf for key, sub in space.spaces.items() for leaf in _leaves(sub, f"{where}[{key!r}]")]
     if isinstance(space, gym.spaces.Tuple):
         return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaves(sub, f"{where}[{i}]")]
     if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
         return [(where, space)]
-    raise SpaceError(f"observation space {space}{' at ' + where if where else ''}, which A3C cannot read; allowed: Box, Discrete, "
-                     f"MultiDiscrete, MultiBinary, and Dict or Tuple of them (wrap the env in "
+    raise SpaceError(f"observation space {space}{' at ' + where if where else ''}, which hogshare cannot read; allowed: "
+                     f"Box, Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of them (wrap the env in "
                      f"gymnasium.wrappers.TransformObservation to turn it into a Box)")
 
 
@@ -116,7 +116,7 @@ class ObservationLayout:
 
     @classmethod
     def of(cls, space: gym.Space) -> "ObservationLayout":
-        """The layout of space; SpaceError for a space A3C cannot read."""
+        """The layout of space; SpaceError for a space that cannot be read."""
         if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:
             h, w, c = space.shape
             shape = (c, h, w) if _channels_last(space) else tuple(int(d) for d in space.shape)
@@ -185,7 +185,7 @@ class ActionHead:
             n = int(space.shape[0])
             self.kind, self.size, self.shape, self.dtype = "bernoulli", n, (n,), np.float32
         else:
-            raise SpaceError(f"action space {space} is not one A3C can act in; allowed: Discrete, Box, "
+            raise SpaceError(f"action space {space} is not one hogshare can act in; allowed: Discrete, Box, "
                              f"MultiDiscrete or MultiBinary of one axis (wrap the env in a gymnasium.ActionWrapper "
                              f"that maps one of these to its actions)")
         if self.size == 0:

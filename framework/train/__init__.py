@@ -12,13 +12,14 @@ space, trials, ...) -> TuneResult` searches hyperparameters with Optuna (the
 they raise for bad input.
 
 - `config`, `yaml_input`: the core schema, `--set`, run directories' config.yaml; YAML read in bounded time and memory;
-- `api`, `policy`, `policy_evaluation`: `run`, `Run`, `read_checkpoint`; `load_policy`, `Policy` (acting, export
+- `api`, `policy`, `policy_evaluation`: `run`, `read_checkpoint`; `load_policy`, `Policy` (acting, export
   to .safetensors); `evaluate_policy`;
 - `callbacks`, `trackers`: `Callback` and the seam the monitor calls them through; MLflow and W&B as callbacks;
 - `best_checkpoint`, `outcome`: checkpoints/best.npz (`trainer.keep_best`); the line a finished run ends with;
 - `tuning`, `tune_space`: `tune` on Optuna, and its search space;
 - `cli`: the `train`, `evaluate` and `tune` commands (`python -m framework.train` runs them too);
-- `trainer`: start-up (model, shared memory, checks, checkpoint), then the run directory and the monitor;
+- `trainer`: start-up (model, shared memory, checks, checkpoint), then the run directory and the monitor; `Run`,
+  a finished run;
 - `startup`, `run_dir`, `resume`, `stop_signals`: room checks, the run directory, what a resume may change, and what
   each phase does with a stop signal;
 - `run_checkpoint`, `checkpoint`: what a run's checkpoint holds, its checks and restore; the file format;
@@ -27,7 +28,7 @@ they raise for bad input.
 - `tensorboard_writer`, `progress`: what the monitor works with.
 
 The algorithms it trains are plugins in `framework.algorithms`, written against the contract in
-`framework.plugin` (`Algorithm`, `Field`, `ConfigError`, the workers' statistics). Importing this
+`framework.runtime` (`Algorithm`, `Field`, `ConfigError`, the workers' statistics). Importing this
 package imports none of these modules: a public name imports its module when
 first used.
 """
@@ -37,12 +38,12 @@ import importlib
 from typing import Any
 
 _PUBLIC = {
-    "run": "framework.train.api", "Run": "framework.train.api", "RunFailed": "framework.train.api",
+    "run": "framework.train.api", "Run": "framework.train.trainer", "RunFailed": "framework.train.api",
     "read_checkpoint": "framework.train.api", "Callback": "framework.train.callbacks",
     "load_policy": "framework.train.policy", "Policy": "framework.train.policy",
     "evaluate_policy": "framework.train.policy_evaluation",
     "tune": "framework.train.tuning", "TuneResult": "framework.train.tuning",
-    "ConfigError": "framework.plugin.schema", "CheckpointError": "framework.train.checkpoint",
+    "ConfigError": "framework.runtime.schema", "CheckpointError": "framework.train.checkpoint",
 }
 
 __all__ = sorted(_PUBLIC)

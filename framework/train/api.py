@@ -30,7 +30,6 @@ import importlib
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -40,12 +39,11 @@ from framework.train.callbacks import Callback, check_callbacks
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import ConfigError, load_config, string_override
 from framework.train.outcome import outcome_line
-from framework.train.policy import Policy, load_policy
-from framework.plugin.schema import printable, short_repr
+from framework.runtime.schema import printable, short_repr
 from framework.train.progress import Output
 from framework.train.resume import resumed_config
 from framework.train.run_checkpoint import checkpoint_path
-from framework.train.trainer import Trainer
+from framework.train.trainer import Run, Trainer
 
 
 class RunFailed(RuntimeError):
@@ -55,23 +53,6 @@ class RunFailed(RuntimeError):
         reason = summary.get("failure") or summary.get("stop_reason") or "see its summary.json"
         super().__init__(f"run '{run_dir}' failed: {reason}")
         self.run_dir, self.summary = run_dir, summary
-
-
-@dataclass
-class Run:
-    """A finished run: its directory, its summary.json, and (loaded when first asked for) its policy."""
-
-    run_dir: Path
-    summary: dict[str, Any]
-    _policy: Policy | None = field(default=None, repr=False)
-
-    @property
-    def policy(self) -> Policy:
-        """The policy of the run's final checkpoint (`load_policy(run_dir)`; its code is trusted: this process
-        trained it)."""
-        if self._policy is None:
-            self._policy = load_policy(self.run_dir, trust_code=True)
-        return self._policy
 
 
 def run(config: str | Path | Mapping[str, Any] | None = None, overrides: Sequence[str] = (), *,
@@ -113,13 +94,13 @@ def run(config: str | Path | Mapping[str, Any] | None = None, overrides: Sequenc
         if logdir is not None:
             extra.append(string_override("logging.logdir", os.fspath(logdir)))
         trainer = Trainer(load_config(config, extra), callbacks=hooks)
-    result = trainer.run()
+    finished = trainer.run()
     if trainer.config["logging"]["progress"]:
-        print(f"{trainer.run_dir}: {outcome_line(result.summary, trainer.algorithm, trainer.config)}",
+        print(f"{trainer.run_dir}: {outcome_line(finished.summary, trainer.algorithm, trainer.config)}",
               file=Output(sys.stdout), flush=True)
-    if result.exit_code != 0:
-        raise RunFailed(trainer.run_dir, result.summary)
-    return Run(trainer.run_dir, result.summary)
+    if finished.exit_code != 0:
+        raise RunFailed(trainer.run_dir, finished.summary)
+    return finished
 
 
 def factory_name(factory: Any, argument: str) -> str:

@@ -28,8 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from framework.plugin import user_code
-from framework.plugin.schema import ConfigError, one_line, printable, short_repr
+from framework.runtime import user_code
+from framework.runtime.schema import ConfigError, one_line, printable, short_repr
 from framework.train.stop_signals import Interrupted
 
 

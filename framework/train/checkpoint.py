@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from framework.train.run_dir import write_atomically
-from framework.plugin.schema import printable, short_repr
+from framework.runtime.schema import printable, short_repr
 
 FORMAT = "hogshare-checkpoint"
 VERSION = 1

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence, TypeVar
 
 from framework import algorithms
-from framework.plugin.algorithm import Evaluation, FrameSink
+from framework.runtime.algorithm import Evaluation, FrameSink
 from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config,
@@ -39,7 +39,7 @@ from framework.train.progress import Output, reopen_closed_streams
 from framework.train.resume import resumed_config
 from framework.train.run_checkpoint import CHECKPOINTS
 from framework.train.run_dir import check_replaceable
-from framework.plugin.schema import one_line, printable, short_repr
+from framework.runtime.schema import one_line, printable, short_repr
 from framework.train.startup import RunError
 from framework.train.stop_signals import Interrupted, StopSignals
 from sharing.room import format_bytes

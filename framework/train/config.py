@@ -23,7 +23,7 @@ import yaml
 
 from framework import algorithms
 from framework.train import backends, video, yaml_input
-from framework.plugin.schema import (MAX_TEXT, ConfigError, Field, bad_value, check_known_keys, merge_schemas,
+from framework.runtime.schema import (MAX_TEXT, ConfigError, Field, bad_value, check_known_keys, merge_schemas,
                                     printable, short_repr, validate_section)
 
 Config = dict[str, Any]
@@ -193,7 +193,7 @@ def validate(raw: Any) -> Config:
     """A complete, checked config from a raw (possibly partial) mapping; raises ConfigError.
 
     Nothing the config names is imported before every key that can be checked without an import is (see
-    framework.plugin.user_code): the schema's checks of env.id and model.factory are of their form only;
+    framework.runtime.user_code): the schema's checks of env.id and model.factory are of their form only;
     the env's and the factory's modules are imported by the algorithm's check_config, after the schema.
     """
     if not isinstance(raw, dict):

@@ -34,35 +34,26 @@ import collections
 import contextlib
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, TextIO
 
 import numpy as np
 
-from framework.plugin.algorithm import Evaluation
+from framework.runtime.algorithm import Evaluation
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit
 from framework.train.best_checkpoint import BestCheckpoint
 from framework.train.callbacks import RunHooks
 from framework.train.checkpoint import CheckpointError, save_checkpoint
 from framework.train.config import get_path
-from framework.plugin.formatting import finite_json
+from framework.runtime.formatting import finite_json
 from framework.train.progress import Progress
 from framework.train.run_checkpoint import checkpoint_state, model_state
 from framework.train.run_dir import write_atomically
-from framework.plugin.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
+from framework.runtime.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
 from framework.train.stop_signals import Interrupted
 from framework.train.video import GifFrames
 
 _POLL_S = 0.05
-
-
-@dataclass
-class RunResult:
-    """How a run ended: the process exit code and the summary written to summary.json."""
-
-    exit_code: int
-    summary: dict[str, Any]
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -140,12 +131,12 @@ class RunState:
 class Monitor:
     """The main process's loop for one run."""
 
-    def __init__(self, launch: Launch, pool: Backend, run: RunState, writer: Any,
+    def __init__(self, launch: Launch, backend: Backend, run: RunState, writer: Any,
                  checkpoint_file: Path, summary_file: Path, videos_dir: Path, *, say: Callable[[str], None],
                  stop_signal: Callable[[], int | None], progress_stream: TextIO | None = None,
                  interruptible: Callable[[], ContextManager[None]] = contextlib.nullcontext,
                  hooks: RunHooks | None = None, best: BestCheckpoint | None = None):
-        self.launch, self.pool = launch, pool
+        self.launch, self.backend = launch, backend
         self.algorithm = launch.algorithm
         self.cfg = launch.config
         self.tcfg = launch.config["trainer"]
@@ -180,9 +171,10 @@ class Monitor:
         self.start = time.monotonic()
 
     # -- the loop ---------------------------------------------------------------------------
-    def run(self) -> RunResult:
+    def run(self) -> dict[str, Any]:
+        """Run until a stop condition; the summary (summary.json's, exit_code included)."""
         tcfg = self.tcfg
-        pool = self.pool
+        backend = self.backend
         start = self.start = time.monotonic()
         first = self.stats.snapshot()
         progress = Progress(tcfg["total_steps"], first.total(STEPS), enabled=self.cfg["logging"]["progress"],
@@ -196,14 +188,14 @@ class Monitor:
         reason = None
         try:
             self.hooks.start(self.run_dir, first.total(STEPS))
-            reason = self._callback_failure() or self._start_workers(pool)
+            reason = self._callback_failure() or self._start_workers(backend)
             while reason is None:
                 time.sleep(_POLL_S)
-                reason = self._handle_exits(pool)
+                reason = self._handle_exits(backend)
                 snap = self.stats.snapshot()
                 self._collect_episodes()
                 now = time.monotonic()
-                reason = reason or self._stop_reason(snap, now) or ("workers finished" if pool.running == 0 else None)
+                reason = reason or self._stop_reason(snap, now) or ("workers finished" if backend.running == 0 else None)
                 # the moment the run decides to stop is logged: the return curve holds the window that reached
                 # the target, whatever the episodes the workers finish after it do to the window
                 if reason is not None or now - last_log_time >= self.cfg["logging"]["log_every_s"]:
@@ -222,7 +214,7 @@ class Monitor:
                     last_video = time.monotonic()
                 progress.update(snap.total(STEPS), snap.total(UPDATES), self.run_state.mean_return(), self.wall(now))
         finally:
-            exits = pool.stop(tcfg["join_timeout_s"])
+            exits = backend.stop(tcfg["join_timeout_s"])
             progress.close()
         for line in exit_lines(exits):
             self.say(line)
@@ -232,7 +224,7 @@ class Monitor:
         self._log_scalars(last_log, snap, max(end - last_log_time, 1e-9))
         self._maybe_histograms(snap, last_hist_updates)  # a run shorter than one log interval gets them too
         self._checkpoint(snap, end, final=True)
-        summary = self._summary(snap, end, first, reason, pool.restarts)
+        summary = self._summary(snap, end, first, reason, backend.restarts)
         final_evaluation_failed = False
         if self.algorithm.evaluate_at_end or tcfg["eval_every_s"] > 0:  # the eval/ series ends at the final model
             result = self._evaluate(snap, final=True)
@@ -246,27 +238,26 @@ class Monitor:
         self.failed = summary["failure"] = self.failed or self.hooks.failure
         summary["exit_code"] = 1 if (self.failed or self.checkpoint_failed or final_evaluation_failed) else 0
         self.hooks.end(summary)  # a callback that raises here fails the run too
-        exit_code = summary["exit_code"]
         try:
             text = (finite_json(summary) + "\n").encode()
             write_atomically(self.summary_file, lambda f: f.write(text))
         except OSError as exc:
             self.say(f"could not write '{self.summary_file}': {exc.strerror or exc}")
-            exit_code = summary["exit_code"] = 1
+            summary["exit_code"] = 1
         if self.writer is not None:
             self._write_hparams(summary, snap)
             self.writer.close()
-        return RunResult(exit_code, summary)
+        return summary
 
     def wall(self, now: float) -> float:
         return self.run_state.wall_offset + (now - self.start)
 
     # -- decisions --------------------------------------------------------------------------
-    def _start_workers(self, pool: Backend) -> str | None:
+    def _start_workers(self, backend: Backend) -> str | None:
         """Start the workers, no further one once a stop signal came or max_seconds are spent (starting a
         thousand takes minutes on two cores); a failure to start one stops the run."""
         try:
-            pool.start(cancelled=lambda: (self.stop_signal() is not None
+            backend.start(cancelled=lambda: (self.stop_signal() is not None
                                           or self.wall(time.monotonic()) >= self.tcfg["max_seconds"]))
         except OSError as exc:
             self.failed = f"a worker could not be started: {exc.strerror or exc}"
@@ -274,30 +265,30 @@ class Monitor:
             return "worker failure"
         return None
 
-    def _handle_exits(self, pool: Backend) -> str | None:
+    def _handle_exits(self, backend: Backend) -> str | None:
         try:
-            return self._handle(pool.poll(), pool)
+            return self._handle(backend.poll(), backend)
         except BackendError as exc:
             self.failed = str(exc)
             self.say(f"stopping the run: {self.failed}")
             return "backend failure"
 
-    def _handle(self, exits: list[WorkerExit], pool: Backend) -> str | None:
+    def _handle(self, exits: list[WorkerExit], backend: Backend) -> str | None:
         for ended in exits:
             if ended.clean:
                 continue
             self.say(ended.report())
             if self.stats.snapshot().total(STEPS) == self.first_steps:
                 self.failures_before_a_step += 1
-            may_restart = (self.tcfg["on_worker_failure"] == "restart" and pool.restarts < self.tcfg["max_restarts"]
+            may_restart = (self.tcfg["on_worker_failure"] == "restart" and backend.restarts < self.tcfg["max_restarts"]
                            and self.failures_before_a_step < self.stats.workers)
             if may_restart:
-                pool.restart(ended.rank)
+                backend.restart(ended.rank)
                 what = "the lost workers on another node" if ended.lost else ended.name
                 self.say(f"restarting {what} with a new seed "
-                         f"(restart {pool.restarts} of at most {self.tcfg['max_restarts']})")
+                         f"(restart {backend.restarts} of at most {self.tcfg['max_restarts']})")
                 continue
-            if ended.lost and pool.running > 0:  # the machine's fault, not the workers': go on without them
+            if ended.lost and backend.running > 0:  # the machine's fault, not the workers': go on without them
                 continue
             if ended.lost:
                 why = "no workers left"
@@ -386,7 +377,7 @@ class Monitor:
         values.update({f"train/{k}": v for k, v in train.items()})
         values.update({f"perf/{k}": v for k, v in after.count_totals(self.stats.metrics, self.stats.counts).items()})
         values.update(self.algorithm.scalars(self.model, self.cfg))
-        values.update(self.pool.metrics())
+        values.update(self.backend.metrics())
         if self.writer is not None:
             self.writer.scalars(values, after.total(STEPS))
         return self.hooks.log(values, after.total(STEPS))
@@ -516,5 +507,5 @@ class Monitor:
             "worker_restarts": restarts,
             "stop_reason": reason,
             "failure": self.failed,
-            **self.pool.summary(),
+            **self.backend.summary(),
         }

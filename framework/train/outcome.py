@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from framework.plugin.algorithm import Algorithm
-from framework.plugin.formatting import significant
+from framework.runtime.algorithm import Algorithm
+from framework.runtime.formatting import significant
 from framework.train.run_checkpoint import BEST
 
 

@@ -20,12 +20,12 @@ import numpy as np
 
 import framework
 from framework import algorithms, nn
-from framework.plugin.algorithm import Algorithm
+from framework.runtime.algorithm import Algorithm
 from framework.device import to_device, to_host
 from framework.train.config import Config, ConfigError, validate
 from framework.train.run_dir import check_replaceable, write_atomically
 from framework.train.trust import read_run_config
-from framework.plugin.schema import printable, short_repr
+from framework.runtime.schema import printable, short_repr
 from framework.train.run_checkpoint import checkpoint_path, read_checkpoint
 
 EXPORT_FORMAT = "hogshare-policy"

@@ -18,7 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from framework.plugin.schema import short_repr
+from framework.runtime.schema import short_repr
 
 
 def evaluate_policy(policy: Any, env: gym.Env | gym.vector.VectorEnv, episodes: int = 10, seed: int | None = None,

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from framework.plugin.formatting import significant
+from framework.runtime.formatting import significant
 
 
 def reopen_closed_streams() -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from framework.plugin.schema import printable, short_repr
+from framework.runtime.schema import printable, short_repr
 from framework.train.config import Config, ConfigError, apply_overrides, validate
 from framework.train.trust import read_run_config
 

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from framework.device import to_host
-from framework.plugin.schema import ConfigError, one_line, printable, short_repr
+from framework.runtime.schema import ConfigError, one_line, printable, short_repr
 from framework.train import run_dir
 from framework.train.checkpoint import CheckpointError, load_checkpoint
 from framework.train.config import MAX_SECONDS, MAX_STEPS, MAX_WORKERS, Config

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from framework.plugin.schema import ConfigError, printable
+from framework.runtime.schema import ConfigError, printable
 from framework.train.startup import RunError
 
 TEMP_SUFFIX = ".tmp"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from framework.plugin.schema import ConfigError, printable, short_repr
+from framework.runtime.schema import ConfigError, printable, short_repr
 from framework.train.config import experiment_name
 
 if TYPE_CHECKING:

@@ -38,8 +38,8 @@ import resource
 from pathlib import Path
 from typing import Sequence
 
-from framework.plugin.algorithm import Role
-from framework.plugin.schema import printable
+from framework.runtime.algorithm import Role
+from framework.runtime.schema import printable
 from sharing.room import format_bytes, system_room
 from sharing.strategies import FILE_DESCRIPTOR
 

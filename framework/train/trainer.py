@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
@@ -37,17 +38,41 @@ from framework.train.backends.base import Backend, Launch, share_model
 from framework.train.best_checkpoint import BestCheckpoint
 from framework.train.callbacks import Callback, RunHooks
 from framework.train.config import Config, ConfigError, config_text
-from framework.train.monitor import Monitor, RunResult, RunState
+from framework.train.monitor import Monitor, RunState
+from framework.train.policy import Policy, load_policy
 from framework.train.progress import Output
 from framework.train.run_checkpoint import (CHECKPOINT, checkpoint_path, load_optimizer_state, max_checkpoint_bytes,
                                             model_state, read_checkpoint, restore_plugin_state)
-from framework.plugin.run_stats import RunStats
-from framework.plugin.schema import one_line, printable
+from framework.runtime.run_stats import RunStats
+from framework.runtime.schema import one_line, printable
 from framework.train.startup import RunError
 from framework.train.stop_signals import StopSignals
 
 CONFIG_FILE = run_dir.CONFIG_FILE
-__all__ = ["CONFIG_FILE", "RunError", "RunResult", "Trainer"]
+__all__ = ["CONFIG_FILE", "Run", "RunError", "Trainer"]
+
+
+@dataclass
+class Run:
+    """A finished run: its directory, its summary.json (`exit_code` is train's), and (loaded when first asked
+    for) its policy."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    _policy: Policy | None = field(default=None, repr=False)
+
+    @property
+    def exit_code(self) -> int:
+        """0: finished or stopped by a signal; 1: failed (a worker or callback raised, a checkpoint failed)."""
+        return self.summary["exit_code"]
+
+    @property
+    def policy(self) -> Policy:
+        """The policy of the run's final checkpoint (`load_policy(run_dir)`; its code is trusted: this process
+        trained it)."""
+        if self._policy is None:
+            self._policy = load_policy(self.run_dir, trust_code=True)
+        return self._policy
 
 
 class Trainer:
@@ -79,8 +104,9 @@ class Trainer:
         """The signal (SIGINT, SIGTERM, SIGHUP) that asked the run to stop, or None."""
         return self.signals.received
 
-    def run(self) -> RunResult:
-        """Train until a stop condition; the exit code is 0 (finished or stopped by a signal) or 1 (failed).
+    def run(self) -> Run:
+        """Train until a stop condition; the finished Run, whose exit code is 0 (finished or stopped by a signal)
+        or 1 (failed).
 
         Raises ConfigError, CheckpointError or RunError when the run is refused,
         and stop_signals.Interrupted when a stop signal came first; either way
@@ -91,19 +117,19 @@ class Trainer:
                 if self.resume:
                     lock = run_dir.lock(self.run_dir)
                     held.callback(os.close, lock)
-                launch, run, pool = self._start_up()
+                launch, run, backend = self._start_up()
                 try:
                     writer = self._fill_run_directory(held)
                 except BaseException:
-                    pool.stop(0.0)
+                    backend.stop(0.0)
                     raise
                 hooks = RunHooks([*self.callbacks, *trackers.build_trackers(self.config, self.run_dir, self.say)],
                                  say=self.say)
-                monitor = Monitor(launch, pool, run, writer, checkpoint_path(self.run_dir),
+                monitor = Monitor(launch, backend, run, writer, checkpoint_path(self.run_dir),
                                   self.run_dir / "summary.json", self.run_dir / run_dir.VIDEOS, say=self.say,
                                   stop_signal=self.stop_signal, progress_stream=self._log,
                                   interruptible=self.signals.raising, hooks=hooks, best=self._best_checkpoint(launch))
-                return monitor.run()
+                return Run(self.run_dir, monitor.run())
 
     def _best_checkpoint(self, launch: Launch) -> BestCheckpoint | None:
         """With trainer.keep_best, the run's best checkpoint (a resumed run's best so far read back)."""
@@ -178,16 +204,16 @@ class Trainer:
         launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations, roles=roles,
                         state=plugin_state)
         try:
-            pool = backends.backend_class(tcfg["backend"])(launch)
+            backend = backends.backend_class(tcfg["backend"])(launch)
         except (OSError, MemoryError) as exc:
             raise RunError(f"cannot prepare the workers' shared objects: {one_line(exc)}") from None
         try:
             startup.ensure_descriptors(roles)  # with the descriptors of the shared objects the backend made
             check()
         except BaseException:
-            pool.stop(0.0)
+            backend.stop(0.0)
             raise
-        return launch, run, pool
+        return launch, run, backend
 
     def _share(self, model: Any, processes: int) -> tuple[Any, Any, RunStats]:
         """The model and optimizer in shared memory (on trainer.device), and the run statistics of `processes`."""

@@ -2,7 +2,7 @@
 
 A config names code to import in three keys: `env.id: module:Name`,
 `model.factory: module:function` and `algorithm.name: module:PluginClass`
-(framework.plugin.user_code); importing a module runs it. A config the user
+(framework.runtime.user_code); importing a module runs it. A config the user
 hands over (`train --config`, `framework.train.run`) is the user's own. A run
 directory's config.yaml may come from anywhere (a download, a shared disk),
 and `evaluate --run`, `evaluate --export`, `train --resume` and
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.algorithms import is_spec
-from framework.plugin.schema import ConfigError, printable
+from framework.runtime.schema import ConfigError, printable
 from framework.train import yaml_input
 from framework.train.run_dir import run_config_file
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from framework.plugin.schema import MAX_ITEMS, ConfigError, printable, short_repr
+from framework.runtime.schema import MAX_ITEMS, ConfigError, printable, short_repr
 from framework.train.config import load_config, read_yaml
 
 SET_BY_TUNE = ("experiment", "logging.logdir", "logging.hparams")

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from framework import algorithms
-from framework.plugin.formatting import significant
-from framework.plugin.schema import ConfigError, one_line, printable, short_repr
+from framework.runtime.formatting import significant
+from framework.runtime.schema import ConfigError, one_line, printable, short_repr
 from framework.train.callbacks import Callback
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import MAX_NAME, Config, config_text, experiment_name, load_config, string_override

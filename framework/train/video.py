@@ -31,7 +31,7 @@ from typing import BinaryIO, Callable, TypeVar
 
 import numpy as np
 
-from framework.plugin.algorithm import FrameSink
+from framework.runtime.algorithm import FrameSink
 from framework.train.run_dir import TEMP_SUFFIX, is_locked, write_atomically
 
 SUFFIXES = (".gif", ".mp4")

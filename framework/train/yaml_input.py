@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from framework.plugin.schema import ConfigError, printable, short_repr
+from framework.runtime.schema import ConfigError, printable, short_repr
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64

@@ -11,8 +11,8 @@ import pytest
 import framework
 import probe_envs
 from framework import algorithms
-from framework.plugin.algorithm import WorkerContext
-from framework.plugin.run_stats import RunStats
+from framework.runtime.algorithm import WorkerContext
+from framework.runtime.run_stats import RunStats
 from framework.train.config import validate
 
 ALGORITHMS = {

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from cuda_ipc.backend import Located
-from cuda_ipc.reductions import reduce_array
+from cuda_ipc.pickling import reduce_array
 from cuda_ipc.segments import Piece, Segment, SegmentAllocator
 
 

@@ -15,7 +15,7 @@ import cuda_ipc
 import sharing as mp
 from cuda_ipc import guard
 from cuda_ipc.limbo import Limbo
-from cuda_ipc.reductions import IpcArray, rebuild, share
+from cuda_ipc.pickling import IpcArray, rebuild, share
 from cuda_ipc_host import device_array, host_backend
 
 WAIT = 60

@@ -97,7 +97,7 @@ def test_warning_names_blocks_still_in_use() -> None:
 
 
 _EXITING_PRODUCER = """
-from cuda_ipc.reductions import share
+from cuda_ipc.pickling import share
 from cuda_ipc_host import device_array, host_backend
 kept = device_array([1.0, 2.0])
 message = share(kept, host_backend())

@@ -10,7 +10,7 @@ import pytest
 
 import sharing as mp
 from cuda_ipc.limbo import Limbo
-from cuda_ipc.reductions import share
+from cuda_ipc.pickling import share
 from cuda_ipc.segments import ALIGN_BYTES, SEGMENT_BYTES, SMALL_BYTES, SegmentAllocator, round_up
 from cuda_ipc_host import HostBackend, host_backend, unpacked_array
 

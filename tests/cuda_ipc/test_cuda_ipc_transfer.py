@@ -13,7 +13,7 @@ import cuda_ipc
 import sharing as mp
 from cuda_ipc import guard, handles
 from cuda_ipc.limbo import Limbo
-from cuda_ipc.reductions import IpcArray, rebuild, share
+from cuda_ipc.pickling import IpcArray, rebuild, share
 from cuda_ipc_children import CTX, WAIT, copy_on, describe, joined, send_and_drop, start, sum_all, sums
 from cuda_ipc_host import device_array, empty, host_backend
 

@@ -20,8 +20,8 @@ from framework.train.cli import evaluate_main, train_main
 from framework.train.config import (MAX_EVAL_EPISODES, MAX_SECONDS, ConfigError, full_schema, get_path,
                                     validate)
 from framework.train.monitor import RunState
-from framework.plugin.run_stats import RunStats
-from framework.plugin.schema import INT64_MAX, MAX_ITEMS, Field
+from framework.runtime.run_stats import RunStats
+from framework.runtime.schema import INT64_MAX, MAX_ITEMS, Field
 from framework.train.run_checkpoint import load_optimizer_state, read_checkpoint
 from npz_files import npy, peak_bytes, read_zip, write_zip
 from reliability_support import Watch, only_run_dir, run_cli, short_run, write_config

@@ -25,7 +25,7 @@ from framework.rl.model import ActorCriticBase
 from framework.algorithms.a3c.plugin import A3C
 from framework.algorithms.a3c.worker import Worker
 from framework.algorithms.impala.plugin import Impala, ImpalaLearner
-from framework.plugin.algorithm import Role
+from framework.runtime.algorithm import Role
 from framework.rl.actor_learner import TrajectoryActor
 
 

@@ -55,7 +55,7 @@ def test_load_policy_and_evaluate_take_the_best_checkpoint(best_run, tmp_path):
         "env_steps"] == summary(best_run)["env_steps"]
     done = run_cli("evaluate", "--run", best_run, "--checkpoint", "best", "--episodes", "5", "--seed", "1")
     assert done.returncode == 0, done.stderr
-    from framework.plugin.formatting import significant
+    from framework.runtime.formatting import significant
     assert done.stdout.startswith(f"return over 5 greedy episodes: "
                                   f"{significant(_best_part(best_run)['evaluation']['return_mean'])} ± ")
     exported = run_cli("evaluate", "--run", best_run, "--checkpoint", "best", "--export", tmp_path / "best.safetensors")

@@ -9,7 +9,7 @@ import yaml
 from framework.train.config import (CORE_SCHEMA, MAX_JOIN_TIMEOUT_S, MAX_SECONDS, MAX_STEPS, MAX_VIDEO_FRAMES,
                                     ConfigError, apply_overrides, default_config, get_path, load_config,
                                     parse_override, validate)
-from framework.plugin.schema import MAX_ITEMS, MAX_TEXT, short_repr
+from framework.runtime.schema import MAX_ITEMS, MAX_TEXT, short_repr
 
 
 def test_defaults_hold_every_design_key():

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from framework.train import read_checkpoint, shipped_configs
-from framework.plugin.schema import ConfigError
+from framework.runtime.schema import ConfigError
 from extras import ATARI
 from train_cli import CONFIGS, only_run_dir, run_cli
 

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from framework.plugin.formatting import significant
+from framework.runtime.formatting import significant
 from framework.train import evaluate_policy, load_policy
 from framework.train.policy import load_trained
 from run_configs import cartpole_config

@@ -9,7 +9,7 @@ from framework import algorithms
 from framework.train.backends.base import Launch, worker_seed
 from framework.train.backends.local import BLAS_THREAD_VARS, LocalBackend, keep_freed_memory
 from framework.train.config import validate
-from framework.plugin.run_stats import RunStats
+from framework.runtime.run_stats import RunStats
 from run_configs import cartpole_config
 from train_cli import train
 

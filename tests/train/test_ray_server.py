@@ -3,7 +3,7 @@ the other groups' pushes, reports reach the driver once."""
 import numpy as np
 
 from framework.train.backends.ray_server import ParameterServer
-from framework.plugin.run_stats import STEPS
+from framework.runtime.run_stats import STEPS
 
 
 def report(steps: int = 0, episodes=(), exits=(), optimizer=None, buffers=None) -> dict:

@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from framework.plugin.formatting import finite_json, significant
+from framework.runtime.formatting import finite_json, significant
 from framework.train.progress import Progress
 from run_configs import cartpole_config, hogwild_config
 from framework.train.config import load_config

@@ -16,7 +16,7 @@ from train_cli import only_run_dir, run_cli, write_config
 from framework import algorithms
 from framework.train.checkpoint import load_checkpoint
 from framework.train.config import validate
-from framework.plugin.formatting import significant
+from framework.runtime.formatting import significant
 
 # Stops once the mean return of 20 episodes reaches 100 (a random policy averages about 22); 12 runs under
 # load got there in 25k-46k env steps. The budget is a backstop.

@@ -9,8 +9,8 @@ ActorCritic by the user's own network (docs/models.md).
 from __future__ import annotations
 
 from framework.algorithms.a3c.worker import Worker
-from framework.plugin.algorithm import WorkerContext
-from framework.plugin.schema import Field
+from framework.runtime.algorithm import WorkerContext
+from framework.runtime.schema import Field
 from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import framework
 from framework.device import to_host
-from framework.plugin.algorithm import WorkerContext
+from framework.runtime.algorithm import WorkerContext
 from framework.rl.diagnostics import explained_variance
 from framework.rl.losses import actor_critic_loss
 from framework.rl.model import ActorCriticBase

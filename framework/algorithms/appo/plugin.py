@@ -43,7 +43,7 @@ import numpy as np
 
 import framework
 from framework.device import to_host
-from framework.plugin.schema import Field
+from framework.runtime.schema import Field
 from framework.rl import diagnostics
 from framework.rl.actor_learner import ACTOR_LEARNER_SCHEMA, ActorLearnerAlgorithm, Learner
 from framework.rl.losses import clipped_surrogate_loss

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import sharing
-from framework.plugin.schema import ConfigError, Field
+from framework.runtime.schema import ConfigError, Field
 
 KINDS = ("npz", "mnist_teacher", "sparse_svm")
 

@@ -1,7 +1,7 @@
 """Hogwild!: supervised training by workers that update one shared model without locks.
 
 Each worker trains on its own shard of the training set (built once, in
-shared memory, by `framework.datasets`), reading and writing the shared
+shared memory, by `hogwild.datasets`), reading and writing the shared
 parameters directly, as in the Hogwild! paper and PyTorch's mnist_hogwild:
 
 - dense data (`npz`, `mnist_teacher`): an MLP classifier, minibatches of
@@ -32,13 +32,13 @@ import numpy as np
 import framework
 import sharing
 from framework import nn
-from framework.plugin.algorithm import MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
+from framework.runtime.algorithm import MLP_SCHEMA, Algorithm, Config, Evaluation, WorkerContext
 from framework.algorithms.hogwild import datasets
 from framework.algorithms.hogwild.model import Classifier, LinearSVM
 from framework.algorithms.hogwild.worker import SharedData, run_dense, run_sparse
 from framework.device import to_device, to_host
 from framework.nn import functional as F
-from framework.plugin.schema import ConfigError, Field
+from framework.runtime.schema import ConfigError, Field
 
 _EVAL_ROWS = 4096
 

@@ -16,8 +16,8 @@ from typing import Any, ContextManager, Iterator
 import numpy as np
 
 import framework
-from framework.plugin.algorithm import WorkerContext, build_optimizer, learning_rate
-from framework.plugin.update import apply_gradient
+from framework.runtime.algorithm import WorkerContext, build_optimizer, learning_rate
+from framework.runtime.update import apply_gradient
 from framework.algorithms.hogwild import datasets
 from framework.device import to_device
 from framework.nn import functional as F

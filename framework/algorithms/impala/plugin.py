@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import framework
-from framework.plugin.schema import Field
+from framework.runtime.schema import Field
 from framework.rl.actor_learner import ACTOR_LEARNER_SCHEMA, ActorLearnerAlgorithm, Learner
 from framework.rl.losses import actor_critic_loss
 

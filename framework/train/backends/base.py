@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.plugin.algorithm import Algorithm, Role
-from framework.plugin.run_stats import RunStats
+from framework.runtime.algorithm import Algorithm, Role
+from framework.runtime.run_stats import RunStats
 
 Config = dict[str, Any]
 

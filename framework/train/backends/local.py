@@ -39,10 +39,10 @@ from threadpoolctl import threadpool_limits
 
 import sharing
 from framework import algorithms
-from framework.plugin.algorithm import Role, WorkerContext
+from framework.runtime.algorithm import Role, WorkerContext
 from framework.device import use_device
 from framework.train.backends.base import Backend, Config, Launch, WorkerExit, set_environment, worker_seed
-from framework.plugin.run_stats import RunStats
+from framework.runtime.run_stats import RunStats
 from framework.train.stop_signals import WORKER_IGNORED
 from sharing import lifecycle
 

@@ -45,7 +45,7 @@ from typing import Any, Callable
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
 from framework.train.backends.ray_node import NodeGroup, buffers_of, load_buffers
 from framework.train.backends.ray_server import ParameterServer
-from framework.plugin.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
+from framework.runtime.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
 from framework.train.startup import RunError
 from framework.train.stop_signals import STOP_SIGNALS
 from sharing import watcher

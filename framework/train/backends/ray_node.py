@@ -34,7 +34,7 @@ from framework import algorithms
 from framework.device import to_host
 from framework.train.backends.base import Config, Launch, WorkerExit, share_model
 from framework.train.backends.local import LocalBackend
-from framework.plugin.run_stats import STEPS
+from framework.runtime.run_stats import STEPS
 
 FENCED = "the parameter server refused its exchange (the driver had declared it lost)"
 
@@ -71,7 +71,7 @@ class NodeGroup:
         self.optimizer, self.stats = optimizer, stats
         self.params = model.arena.data
         self.base, self.version = np.array(params, copy=True), 0  # both set again by the first exchange
-        self.pool = LocalBackend(Launch(config, algorithm, model, optimizer, stats, list(generations)), ranks)
+        self.backend = LocalBackend(Launch(config, algorithm, model, optimizer, stats, list(generations)), ranks)
         self.seen = np.zeros(len(ranks), dtype=np.int64)
         self.exits: list[WorkerExit] = []
         self.exchange_s = 0.0
@@ -93,21 +93,21 @@ class NodeGroup:
 
         try:
             self._exchange(delta=False)  # registers the group and sets the step budget before any worker runs
-            self.pool.start(cancelled=self.stopping.is_set)
+            self.backend.start(cancelled=self.stopping.is_set)
             while not self.stopping.wait(self.settings["sync_every_s"]):
                 while not self.restarts.empty():
-                    self.pool.restart(self.restarts.get())
-                self.exits += self.pool.poll()
-                if self.pool.running == 0:
+                    self.backend.restart(self.restarts.get())
+                self.exits += self.backend.poll()
+                if self.backend.running == 0:
                     break
                 self._exchange()
         except ray.exceptions.RayError as exc:  # the server died or did not answer within timeout_s
-            self._stop_pool()
+            self._stop_workers()
             return f"its exchange with the parameter server failed ({type(exc).__name__})"
         except Fenced:
-            self._stop_pool()
+            self._stop_workers()
             return FENCED
-        self._stop_pool()
+        self._stop_workers()
         try:
             self._exchange(final=True)
         except ray.exceptions.RayError as exc:
@@ -116,12 +116,12 @@ class NodeGroup:
             return FENCED
         return None
 
-    def _stop_pool(self) -> None:
-        """Stop the workers and drop the pool, whose locks (Hogwild's `locked`) then unlink their named semaphores
+    def _stop_workers(self) -> None:
+        """Stop the workers and drop their backend, whose locks (Hogwild's `locked`) then unlink their named semaphores
         (spawn and forkserver name them): multiprocessing's resource tracker, which would otherwise, goes down with
         the actor."""
-        self.exits += self.pool.stop(self.config["trainer"]["join_timeout_s"])
-        self.pool = None
+        self.exits += self.backend.stop(self.config["trainer"]["join_timeout_s"])
+        self.backend = None
         gc.collect()
 
     def _exchange(self, delta: bool = True, final: bool = False) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.plugin.run_stats import STEPS
+from framework.runtime.run_stats import STEPS
 
 
 @dataclass

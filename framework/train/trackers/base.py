@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from framework.plugin.schema import one_line, printable
+from framework.runtime.schema import one_line, printable
 from framework.train.callbacks import Callback
 from framework.train.monitor import final_metrics
 from framework.train.run_checkpoint import BEST, CHECKPOINT

@@ -9,10 +9,10 @@ import framework
 from framework import algorithms, compiler, nn, optim
 from framework.rl.model import ActorCritic, FrameConv2d
 from framework.algorithms.a3c.worker import Worker
-from framework.plugin.algorithm import WorkerContext, build_optimizer, learning_rate
+from framework.runtime.algorithm import WorkerContext, build_optimizer, learning_rate
 from framework.train.config import validate
-from framework.plugin.schema import ConfigError
-from framework.plugin.run_stats import SKIPPED, UPDATES, RunStats
+from framework.runtime.schema import ConfigError
+from framework.runtime.run_stats import SKIPPED, UPDATES, RunStats
 
 A3C = algorithms.get("a3c")
 

@@ -7,8 +7,8 @@ import pytest
 
 import framework
 from framework import algorithms
-from framework.plugin.algorithm import WorkerContext
-from framework.plugin.run_stats import LAG_SUM, UPDATES, RunStats
+from framework.runtime.algorithm import WorkerContext
+from framework.runtime.run_stats import LAG_SUM, UPDATES, RunStats
 from framework.rl.actor_learner import bridge_values, cut_nonfinite_steps
 from framework.rl.losses import actor_critic_loss, clipped_surrogate_loss
 from framework.rl.returns import gae

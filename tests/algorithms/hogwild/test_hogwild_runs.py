@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from framework.plugin.formatting import significant
+from framework.runtime.formatting import significant
 from run_configs import hogwild_config as config
 from train_cli import run_cli, scalars, summary, train
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cuda_ipc
-from framework.plugin.algorithm import WorkerContext
+from framework.runtime.algorithm import WorkerContext
 from framework.train.config import ConfigError, default_config, validate
 from framework.device import cuda_device_count, to_device, to_host, use_device
 

@@ -1,4 +1,5 @@
-"""The plugin contract: what an algorithm plugin implements and imports, below the training system that runs it.
+"""The training system's runtime: what the trainer and every algorithm plugin share, at the bottom of the training
+system (the plugin contract, and the parts of a run that live in every process).
 
 - `algorithm`: `Algorithm` (what a plugin implements), `WorkerContext`, `Evaluation`, `EvaluationBounds`, the
   optimizer a config names and its learning-rate schedule;
@@ -8,6 +9,6 @@
 - `user_code`: importing what a config names as `module:Name`, by the rule docs/security.md states;
 - `formatting`: numbers as the terminal shows them.
 
-framework.train (the trainer, monitor, checkpoints) and framework.algorithms import this package; it imports
-neither.
+framework.train (the trainer, monitor, checkpoints), framework.algorithms and framework.rl import this package;
+it imports none of them.
 """

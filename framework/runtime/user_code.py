@@ -20,7 +20,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from framework.plugin.schema import ConfigError, printable
+from framework.runtime.schema import ConfigError, printable
 
 _MODULE = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 ATTRIBUTE_SPEC = re.compile(rf"({_MODULE}):({_MODULE})")

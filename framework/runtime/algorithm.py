@@ -41,8 +41,8 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 import numpy as np
 
 from framework import nn, optim
-from framework.plugin.run_stats import WorkerStats
-from framework.plugin.schema import Field
+from framework.runtime.run_stats import WorkerStats
+from framework.runtime.schema import Field
 
 Config = dict[str, Any]
 

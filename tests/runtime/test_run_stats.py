@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from framework.plugin.run_stats import EPISODES, LAG_SUM, SEQ, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
+from framework.runtime.run_stats import EPISODES, LAG_SUM, SEQ, SKIP_STREAK, SKIPPED, STEPS, UPDATES, RunStats
 
 
 def test_counters_metrics_and_lag():

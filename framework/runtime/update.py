@@ -12,7 +12,7 @@ from typing import Any, ContextManager, Mapping
 import numpy as np
 
 from framework.optim.clip import grad_norm
-from framework.plugin.run_stats import WorkerStats
+from framework.runtime.run_stats import WorkerStats
 
 
 def apply_gradient(stats: WorkerStats, optimizer: Any, grad: Any, parts: Mapping[str, float], lr: float,
