@@ -1,7 +1,7 @@
 """What actor-critic algorithms on gymnasium environments share (A3C's, IMPALA's and APPO's plugins stand on it): below
 framework.algorithms, above the runtime (framework.runtime).
 
-- `envs`, `cartpole_vector`: a batch of environments stepped together, built from an env id or a factory;
+- `envs`: a batch of environments stepped together, built from an env id or a factory (one module per idea);
 - `spaces`: how observation and action spaces are read (`ObservationLayout`, `ActionHead`);
 - `normalization`: observation and return statistics shared by a run's workers;
 - `model`, `model_factory`: `ActorCriticBase` (what a network implements), the built-in `ActorCritic`, a

@@ -22,7 +22,10 @@ from framework.runtime.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, 
 from framework.runtime.schema import ConfigError, Field, one_line, short_repr
 from framework.rl import evaluation, model_factory
 from framework.rl.actor import Actor
-from framework.rl.envs import ATARI_ID, EnvBuildError, env_id_problem, make_env, missing_extra_message
+from framework.rl.envs.atari import ATARI_ID
+from framework.rl.envs.extras import missing_extra_message
+from framework.rl.envs.faults import EnvBuildError
+from framework.rl.envs.ids import env_id_problem, make_env
 from framework.rl.model import CONVOLUTIONS, ActorCritic, ActorCriticBase, conv_output_sides
 from framework.rl.normalization import Normalization
 from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError

@@ -16,7 +16,8 @@ from framework.runtime.algorithm import Config, Evaluation, EvaluationBounds, Fr
 from framework.runtime.formatting import significant
 from framework.runtime.schema import ConfigError
 from framework.rl.actor import Actor
-from framework.rl.envs import BatchStep, EnvBatch, NoFrames
+from framework.rl.envs.batch import BatchStep, EnvBatch
+from framework.rl.envs.faults import NoFrames
 
 
 def greedy_steps(actor: Actor, envs: EnvBatch) -> Iterator[BatchStep]:

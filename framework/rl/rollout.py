@@ -34,7 +34,7 @@ import framework
 from framework.device import array_module, to_device, to_host
 from framework.runtime.algorithm import WorkerContext, learning_rate
 from framework.runtime.update import apply_gradient
-from framework.rl.envs import EnvBatch
+from framework.rl.envs.batch import EnvBatch
 from framework.rl.model import ActorCriticBase
 from framework.rl.normalization import Normalization
 from framework.rl.spaces import ActionHead

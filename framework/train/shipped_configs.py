@@ -88,7 +88,8 @@ def _has_image(space: "gym.Space") -> bool:
 def _spaces(env_id: str, kwargs: dict | None = None) -> tuple["gym.Space", "gym.Space", float | None]:
     """(observation space, action space, registered reward threshold) of env_id made with kwargs; ConfigError if
     it cannot be built."""
-    from framework.rl.envs import EnvBuildError, env_id_problem, make_env
+    from framework.rl.envs.faults import EnvBuildError
+    from framework.rl.envs.ids import env_id_problem, make_env
     problem = env_id_problem(env_id)
     if problem is not None:
         raise ConfigError(f"argument --env: got {printable(repr(env_id))}; allowed: {problem}")
@@ -127,7 +128,7 @@ def choose(env_id: str, kwargs: dict | None = None) -> Choice:
     if kwargs:
         threshold = None  # gymnasium's is for the id as registered
     import gymnasium as gym
-    from framework.rl.envs import extra_needed
+    from framework.rl.envs.extras import extra_needed
     if extra_needed(env_id) == "atari":
         name, kind = ATARI_DEFAULT, "Atari games"
     elif isinstance(action, gym.spaces.Box):

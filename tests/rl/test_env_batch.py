@@ -7,8 +7,10 @@ import pytest
 
 from gymnasium.vector import AutoresetMode
 
-from framework.rl.cartpole_vector import SameStepCartPoleVectorEnv
-from framework.rl.envs import EnvBatch, EnvError, env_id_problem, make_env
+from framework.rl.envs.cartpole_vector import SameStepCartPoleVectorEnv
+from framework.rl.envs.batch import EnvBatch
+from framework.rl.envs.faults import EnvError
+from framework.rl.envs.ids import env_id_problem, make_env
 from extras import ATARI
 
 
@@ -221,7 +223,7 @@ def test_atari_vector_env_matches_the_wrapper_chain():
     agree from the 4th step of an episode on, and before that in their newest frames)."""
     from gymnasium.vector import AutoresetMode
 
-    from framework.rl.envs import make_atari, make_atari_vector
+    from framework.rl.envs.atari import make_atari, make_atari_vector
 
     settings = {"game": "ALE/Pong-v5", "noop_max": 0, "repeat_action_probability": 0.0}
     chain = make_atari(**settings)

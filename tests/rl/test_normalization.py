@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import sharing
 from framework.algorithms.a3c.plugin import ALGORITHM
-from framework.rl.envs import EnvBatch
+from framework.rl.envs.batch import EnvBatch
 from framework.rl.normalization import EPSILON, Normalization, RunningMeanStd
 from framework.train.checkpoint import load_checkpoint
 from framework.train.config import default_config

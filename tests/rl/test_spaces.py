@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 
 import framework
-from framework.rl.envs import EnvBatch
+from framework.rl.envs.batch import EnvBatch
 from framework.rl.model import FrameConv2d
 from framework.algorithms.a3c.plugin import A3C
 from framework.rl.spaces import ActionHead, ObservationLayout

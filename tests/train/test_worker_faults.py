@@ -104,7 +104,7 @@ def test_worker_exception_is_reported_with_traceback_env_and_rank(logdir):
         env={"id": "fault_envs:RaisingCartPole-v0", "kwargs": {"fail_after": 200}}, trainer=LONG))
     done = run_cli("train", "--config", config, "--logdir", logdir)
     assert done.returncode == 1
-    assert re.search(r"^worker (\d) raised an exception: framework.rl.envs.EnvError: environment "
+    assert re.search(r"^worker (\d) raised an exception: framework.rl.envs.faults.EnvError: environment "
                      r"fault_envs:RaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: injected "
                      r"fault in step\nTraceback \(most recent call last\):", done.stderr, flags=re.MULTILINE), done.stderr
     assert "\nRuntimeError: injected fault in step\n" in done.stderr  # the env's own traceback, chained
@@ -120,7 +120,7 @@ def test_restart_policy_restarts_then_gives_up(logdir):
         trainer={**LONG, "workers": 1, "on_worker_failure": "restart", "max_restarts": 2}))
     done = run_cli("train", "--config", config, "--logdir", logdir)
     assert done.returncode == 1
-    reports = re.findall(r"^worker 0 raised an exception: framework.rl.envs.EnvError: .* injected fault in step\n"
+    reports = re.findall(r"^worker 0 raised an exception: framework.rl.envs.faults.EnvError: .* injected fault in step\n"
                          r"Traceback", done.stderr, flags=re.MULTILINE)
     assert len(reports) == 3, done.stderr
     assert "restart 1 of at most 2" in done.stderr and "restart 2 of at most 2" in done.stderr

@@ -11,7 +11,7 @@ import yaml
 import framework
 from framework.rl.model import IMAGE_CONV, ActorCritic
 from framework.train.config import ConfigError, load_config
-from framework.rl.envs import EXTRAS, extra_needed, missing_extra_message
+from framework.rl.envs.extras import EXTRAS, extra_needed, missing_extra_message
 from train_cli import CHECKOUT, CONFIGS, run_cli
 
 SHIPPED = sorted(CONFIGS.glob("*.yaml"))
@@ -98,7 +98,7 @@ def test_image_observations_get_the_conv_lstm_model():
 def test_atari_preprocessing_gives_stacked_84x84_frames():
     if not installed("atari"):
         pytest.skip("the atari extra (ale-py, opencv) is not installed")
-    from framework.rl.envs import EnvBatch
+    from framework.rl.envs.batch import EnvBatch
     envs = EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5", "frame_stack": 4}, 2, seed=0)
     try:
         assert envs.obs.shape == (2, 4, 84, 84) and envs.obs.dtype == np.uint8 and envs.obs.max() > 0
