@@ -1,11 +1,13 @@
 """Actors and learners around a shared trajectory buffer: what IMPALA and APPO share.
 
 A run has `trainer.workers` actors and `algorithm.learners` learners (the
-plugin's two roles). An actor is a `RolloutWorker` that, instead of
-computing a loss, writes each rollout into one of its slots of the
-`TrajectoryBuffer` (in place: the rollout's buffers are views of the slot),
-with the log-probabilities of the actions it took and the parameters'
-version it acted with. A learner takes batches of full slots (the oldest
+plugin's two roles), each of which gets the run's `ActorCriticShared` (the
+description of its environment, and the `TrajectoryBuffer`) as ctx.shared.
+An actor is a `RolloutWorker` that, instead of computing a loss, rolls out
+into one of its slots of the buffer (in place: the slot's views are the
+rollout's `Trajectory`), with the log-probabilities of the actions it took,
+recorded as it takes them (rl.actor), and the parameters' version it acted
+with. A learner builds no environment. A learner takes batches of full slots (the oldest
 first, from any actors), computes its algorithm's loss on a local copy of
 the shared model and applies one fused optimizer step to the shared
 parameters; with several learners they do so lock-free, as Hogwild workers
@@ -20,7 +22,7 @@ learner took them, or that a learner died holding).
 
 A policy output that is not finite (a NaN observation, NaN weights) never
 stops an actor: it still acts (`ActionHead.sample`) and writes a NaN
-behaviour log-probability for that step. A learner cuts every step that holds
+behaviour log-probability for that step (`ActionHead.behaviour_log_prob`). A learner cuts every step that holds
 a value that is not finite (an observation, a reward, that log-probability)
 out of its batch's trajectories, bootstraps through it and learns from the
 rest of them (`cut_nonfinite_steps`, `bridge_values`), counting them as perf/nonfinite_steps (summary.json's
@@ -36,10 +38,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import framework
-from framework.device import array_module, to_host
+from framework.device import to_host
 from framework.runtime.algorithm import Config, Role, WorkerContext
 from framework.runtime.schema import ConfigError, Field
-from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, env_spaces
+from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, ActorCriticShared
 from framework.rl.diagnostics import explained_variance
 from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
@@ -119,25 +121,8 @@ class TrajectoryActor(RolloutWorker):
 
     def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
         super().__init__(local, ctx)
-        self.buffer: TrajectoryBuffer = ctx.shared
+        self.buffer: TrajectoryBuffer = ctx.shared.buffer
         self.buffer.reclaim("actor", ctx.index)
-        xp = array_module(self.local_arena.data)
-        self.heads = xp.zeros((self.T, self.E, self.action_head.size), dtype=self.local_arena.data.dtype)
-
-    def _behaviour_log_probs(self) -> np.ndarray:
-        """log mu(a_t|x_t) of the rollout's actions under the policy that took them, (T, E) on the host; NaN for
-        a step whose policy output was not finite (a NaN observation, NaN weights). That NaN marks the step: a
-        learner's loss over it is not finite, so the update is skipped and counted (`apply_gradient`), as an A3C
-        worker skips its own."""
-        n = self.T * self.E
-        heads = self.heads.reshape(n, -1)
-        xp = array_module(heads)
-        finite = xp.isfinite(heads).all(axis=1)
-        with framework.no_grad():
-            log_prob, _ = self.action_head.log_prob_entropy(
-                framework.as_tensor(xp.where(finite[:, None], heads, 0.0)),
-                self.tensor(self.actions.reshape(n, *self.action_head.shape)), self.local.log_std)
-        return to_host(xp.where(finite, log_prob.data_array, xp.nan)).reshape(self.T, self.E)
 
     def update(self) -> None:
         """Take a slot (bounded wait), sync, roll out into it, publish it."""
@@ -149,13 +134,8 @@ class TrajectoryActor(RolloutWorker):
             stats.add_count("trajectories_dropped", dropped)
         if slot is None:
             return
-        views = self.buffer.slot_views(slot)
-        self.obs, self.actions, self.rewards, self.dones = (views[k] for k in ("obs", "actions", "rewards", "dones"))
         version = self.sync()
-        self.rollout()
-        views["log_probs"][...] = self._behaviour_log_probs()
-        for view, state in zip(views["state0"], self.state0 or ()):
-            view[...] = to_host(state.data_array)
+        self.rollout(self.buffer.slot_views(slot))
         self.buffer.publish(slot, version)
 
 
@@ -164,8 +144,8 @@ class Learner(LocalModelWorker, abc.ABC):
 
     def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
         framework.manual_seed(ctx.seed)
-        super().__init__(local, ctx, env_spaces(ctx.config)[1])
-        self.buffer: TrajectoryBuffer = ctx.shared
+        super().__init__(local, ctx, ctx.shared.env.action_head)
+        self.buffer: TrajectoryBuffer = ctx.shared.buffer
         lost = self.buffer.reclaim("learner", ctx.index)
         if lost:
             ctx.stats.add_count("trajectories_dropped", lost)
@@ -223,8 +203,8 @@ class Learner(LocalModelWorker, abc.ABC):
     def target_log_probs(self, head: Any, actions: Any) -> np.ndarray:
         """log pi(a|x) under the local parameters for the policy outputs `head` (no grad), on the host."""
         with framework.no_grad():
-            log_prob, _ = self.action_head.log_prob_entropy(framework.as_tensor(head.data_array[:actions.shape[0]]),
-                                                            actions, self.local.log_std)
+            log_prob = self.action_head.log_prob(framework.as_tensor(head.data_array[:actions.shape[0]]), actions,
+                                                 self.local.log_std)
         return to_host(log_prob.data_array)
 
     @abc.abstractmethod
@@ -266,19 +246,22 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
                               f"at most trainer.workers x algorithm.slots_per_actor = {actors * a['slots_per_actor']} "
                               f"(the trajectories the buffer holds)")
 
-    def build_shared(self, config: Config, context: Any, ranks: range) -> TrajectoryBuffer:
-        """The run's trajectory buffer: algorithm.slots_per_actor slots per actor."""
-        layout, head = env_spaces(config)
-        state = [to_host(s.data_array) for s in self.build_model(config).initial_state(1) or ()]
-        return TrajectoryBuffer(config["trainer"]["workers"], config["algorithm"]["slots_per_actor"],
-                                config["algorithm"]["n_steps"], config["env"]["envs_per_worker"], layout.shape,
-                                layout.dtype, head.shape, head.dtype, tuple(s.shape[1:] for s in state),
-                                state[0].dtype if state else np.float32)
+    def build_shared(self, config: Config, context: Any, ranks: range) -> ActorCriticShared:
+        """The environment's description and the run's trajectory buffer: algorithm.slots_per_actor slots per
+        actor."""
+        env = self.env_info(config)
+        layout, head = env.layout, env.action_head
+        state = [to_host(s.data_array) for s in self.model_for(config, env).initial_state(1) or ()]
+        buffer = TrajectoryBuffer(config["trainer"]["workers"], config["algorithm"]["slots_per_actor"],
+                                  config["algorithm"]["n_steps"], env.envs_per_worker, layout.shape, layout.dtype,
+                                  head.shape, head.dtype, tuple(s.shape[1:] for s in state),
+                                  state[0].dtype if state else np.float32)
+        return ActorCriticShared(env, buffer)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         """An actor's loop."""
-        self.actor_class(self.build_model(ctx.config), ctx).run()
+        self.actor_class(self.worker_model(ctx), ctx).run()
 
     def run_learner(self, ctx: WorkerContext) -> None:
         """A learner's loop."""
-        self.learner_class(self.build_model(ctx.config), ctx).run()
+        self.learner_class(self.worker_model(ctx), ctx).run()

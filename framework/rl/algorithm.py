@@ -1,34 +1,40 @@
 """What an actor-critic plugin on gymnasium environments is, besides its loss and worker loop.
 
 `ActorCriticAlgorithm` owns the `env` and `model` sections and the return
-target (`trainer.target_return`, `target_window`): it reads the
-environment's spaces (`rl.spaces`), builds the model (the built-in
-`ActorCritic`, image observations through the A3C paper's two convolutions
-or the Nature CNN's three first (`model.conv`), or a `model.factory`'s
-network: `rl.model_factory`, docs/models.md), evaluates and records it
+target (`trainer.target_return`, `target_window`): it describes the
+environment once per process (`env_info`: rl.envs.info, which builds and
+resets the one environment the main process builds), builds the model from
+that description (the built-in `ActorCritic`, image observations through
+the A3C paper's two convolutions or the Nature CNN's three first
+(`model.conv`), or a `model.factory`'s network: `rl.model_factory`,
+docs/models.md), hands the description to every process of the run
+(`build_shared`: `ActorCriticShared`), evaluates and records the model
 greedily (`rl.evaluation`) and acts with it (`rl.actor`). A subclass (A3C;
 IMPALA and APPO through `rl.actor_learner`) adds its name, its `algorithm`
-keys (ROLLOUT_SCHEMA's among them) and `run_worker`.
+keys (ROLLOUT_SCHEMA's among them) and `run_worker`, whose model is
+`worker_model(ctx)`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from framework import nn
 from framework.runtime import user_code
-from framework.runtime.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation, FrameSink)
-from framework.runtime.schema import ConfigError, Field, one_line, short_repr
+from framework.runtime.algorithm import (DEFAULT_WINDOW, MLP_SCHEMA, Algorithm, Config, Evaluation,
+                                         EvaluationBounds, FrameSink, WorkerContext)
+from framework.runtime.schema import ConfigError, Field
 from framework.rl import evaluation, model_factory
 from framework.rl.actor import Actor
 from framework.rl.envs.atari import ATARI_ID
-from framework.rl.envs.extras import missing_extra_message
-from framework.rl.envs.faults import EnvBuildError
-from framework.rl.envs.ids import env_id_problem, make_env
+from framework.rl.envs.ids import env_id_problem
+from framework.rl.envs.info import EnvInfo, env_info
 from framework.rl.model import CONVOLUTIONS, ActorCritic, ActorCriticBase, conv_output_sides
 from framework.rl.normalization import Normalization
-from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError
+from framework.rl.spaces import ObservationLayout
+from framework.rl.trajectories import TrajectoryBuffer
 
 ROLLOUT_SCHEMA: dict[str, Field] = {
     "gamma": Field("float", 0.99, low=0.0, high=1.0),
@@ -63,44 +69,14 @@ SECTIONS: dict[str, Any] = {
 """The config sections of an actor-critic plugin: its environment, its model, its return target."""
 
 
-def env_spaces(config: Config, reset: bool = False) -> tuple[ObservationLayout, ActionHead]:
-    """How the config's environment is read (rl.spaces); ConfigError naming the real cause when it cannot be
-    built (the config key at fault: env.id or env.kwargs) or has a space that cannot be read, and, with `reset`,
-    when its first reset raises or gives an observation its space does not describe: an env every worker would
-    fail with at once is refused before a run starts, not after burning its restarts."""
-    env_id = config["env"]["id"]
-    missing = missing_extra_message(env_id)
-    if missing:
-        raise ConfigError(f"config key 'env.id': {missing}")
-    try:
-        env = make_env(env_id, config["env"]["kwargs"])
-    except EnvBuildError as exc:
-        raise ConfigError(f"config key '{exc.key}': {exc.problem}") from None
-    try:
-        layout, head = ObservationLayout.of(env.observation_space), ActionHead(env.action_space)
-        if reset:
-            _first_observation(env, layout, config)
-        return layout, head
-    except SpaceError as exc:
-        raise ConfigError(f"config key 'env.id': got {env_id!r} with {exc}") from None
-    finally:
-        env.close()
+@dataclass(frozen=True)
+class ActorCriticShared:
+    """What every process of an actor-critic run gets as ctx.shared, made once by `build_shared` where the
+    processes are started: the description of the environment (rl.envs.info), and an actor-learner run's
+    trajectory buffer (None for A3C)."""
 
-
-def _first_observation(env: Any, layout: ObservationLayout, config: Config) -> None:
-    """Reset env once (seeded with the run's seed) and read its observation as workers do; ConfigError if either
-    fails."""
-    shown = f"got {config['env']['id']!r} with env.kwargs {short_repr(config['env']['kwargs'])}"
-    try:
-        observation = env.reset(seed=config["seed"])[0]
-    except (Exception, SystemExit) as exc:
-        raise ConfigError(f"config key 'env.id': {shown}, which raised in its first reset: {type(exc).__name__}: "
-                          f"{one_line(exc)}") from None
-    try:
-        layout.batch([observation])
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
-        raise ConfigError(f"config key 'env.id': {shown}, whose first observation does not fit its observation "
-                          f"space {layout.space} ({type(exc).__name__}: {one_line(exc)})") from None
+    env: EnvInfo
+    buffer: TrajectoryBuffer | None = None
 
 
 def _conv_layers(config: Config, layout: ObservationLayout) -> tuple[tuple[int, int, int], ...]:
@@ -138,51 +114,64 @@ class ActorCriticAlgorithm(Algorithm):
     def target_return(self, config: Config) -> float | None:
         return config["trainer"]["target_return"]
 
+    def env_info(self, config: Config) -> EnvInfo:
+        """The description of config's environment, made once in this process (rl.envs.info.env_info)."""
+        return env_info(config)
+
     def check_config(self, config: Config) -> None:
         """The environment must build (with env.kwargs), reset once and have spaces the model reads (images of at
         least 20x20); a separate value body needs no LSTM, env.normalize_obs observations that are not uint8 images; a
         model.factory's model must have the members of ActorCriticBase (checked on one forward pass)."""
-        layout, head = env_spaces(config, reset=True)
+        env = self.env_info(config)
+        layout = env.layout
         _conv_layers(config, layout)
         if not config["model"]["shared_body"] and config["model"]["lstm"]:
             raise ConfigError("config key 'model.shared_body': got false with model.lstm true; allowed: true with "
                               "an LSTM (the policy and the value share the LSTM's state)")
-        if layout.dtype == np.uint8 and config["env"]["normalize_obs"]:
-            raise ConfigError(f"config key 'env.normalize_obs': got true for {config['env']['id']!r}, whose "
+        if layout.dtype == np.uint8 and env.normalize_obs:
+            raise ConfigError(f"config key 'env.normalize_obs': got true for {env.id!r}, whose "
                               f"observations are uint8 images (read as [0, 1] by the first convolution); "
                               f"allowed: false for image observations")
         spec = config["model"]["factory"]
         if spec is not None:
-            model_factory.check_model(spec, self._build(config, layout, head), layout, head, config["env"])
+            model_factory.check_model(spec, self.model_for(config, env), env)
 
     def build_model(self, config: Config) -> ActorCriticBase:
-        return self._build(config, *env_spaces(config))
+        return self.model_for(config, self.env_info(config))
 
-    def _build(self, config: Config, layout: ObservationLayout, head: ActionHead) -> ActorCriticBase:
-        """The model.factory's model for these spaces, or the built-in ActorCritic."""
-        m, env = config["model"], config["env"]
+    def model_for(self, config: Config, env: EnvInfo) -> ActorCriticBase:
+        """The model.factory's model for the described environment, or the built-in ActorCritic."""
+        m, layout, head = config["model"], env.layout, env.action_head
         if m["factory"] is not None:
-            return model_factory.add_statistics(model_factory.build(m["factory"], layout, head.space, m), layout, env)
+            return model_factory.add_statistics(model_factory.build(m["factory"], layout, head.space, m), env)
         packed = layout.image_shape is not None and layout.vector_size > 0
         return ActorCritic(layout.shape, m["hidden"], m["activation"], m["lstm"], head.size, head.continuous,
                            _conv_layers(config, layout), uint8_frames=layout.dtype == np.uint8,
-                           normalize_obs=env["normalize_obs"], normalize_returns=env["normalize_reward"],
+                           normalize_obs=env.normalize_obs, normalize_returns=env.normalize_reward,
                            shared_body=m["shared_body"], log_std_init=m["log_std_init"],
                            image_shape=layout.image_shape if packed else None, orthogonal_init=m["orthogonal_init"])
 
+    def worker_model(self, ctx: WorkerContext) -> ActorCriticBase:
+        """A worker process's local model, from the description of the environment it received (ctx.shared)."""
+        return self.model_for(ctx.config, ctx.shared.env)
+
+    def build_shared(self, config: Config, context: Any, ranks: range) -> ActorCriticShared:
+        """The environment's description, for every process of the run."""
+        return ActorCriticShared(self.env_info(config))
+
     def evaluate(self, model: nn.Module, config: Config, episodes: int, seed: int) -> Evaluation:
         """Greedy episodes, one per environment of a batch (`rl.evaluation.evaluate`)."""
-        return evaluation.evaluate(model, config, episodes, seed)
+        return evaluation.evaluate(model, self.env_info(config), EvaluationBounds.of(config), episodes, seed)
 
     def record(self, model: nn.Module, config: Config, episodes: int, seed: int, frames: FrameSink) -> Evaluation:
         """evaluate's episodes, one at a time, rendered (`rl.evaluation.record`)."""
-        return evaluation.record(model, config, episodes, seed, frames)
+        return evaluation.record(model, self.env_info(config), EvaluationBounds.of(config), episodes, seed, frames)
 
     def actor(self, model: nn.Module, config: Config) -> Actor:
-        """The model acting in config's environment, whose spaces are read as the workers read them (rl.spaces)."""
-        return Actor(model, config, *env_spaces(config))
+        """The model acting in config's environment, as evaluation and the workers act (rl.actor)."""
+        return Actor(model, self.env_info(config))
 
     def scalars(self, model: nn.Module, config: Config) -> dict[str, float]:
         """The normalisation statistics, when the model has any (see rl.normalization)."""
-        normalization = Normalization.for_model(model, config, 0, update=False)
+        normalization = Normalization.for_model(model, self.env_info(config))
         return {} if normalization is None else normalization.scalars()

@@ -17,8 +17,9 @@ import numpy as np
 import framework
 from framework import nn
 from framework.runtime import user_code
+from framework.rl.envs.info import EnvInfo
 from framework.rl.normalization import RunningMeanStd
-from framework.rl.spaces import ActionHead, ObservationLayout
+from framework.rl.spaces import ObservationLayout
 from framework.runtime.schema import ConfigError, one_line, printable
 
 MEMBERS = ("forward", "policy", "policy_array", "forward_rollout", "initial_state", "device")
@@ -47,16 +48,16 @@ def build(spec: str, layout: ObservationLayout, action_space: gym.Space, section
         raise _refuse(spec, f"calling it raised {type(exc).__name__}: {exc}") from None
 
 
-def add_statistics(model: Any, layout: ObservationLayout, env: Mapping[str, Any]) -> Any:
+def add_statistics(model: Any, env: EnvInfo) -> Any:
     """model with the RunningMeanStd statistics env.normalize_obs / normalize_reward need, as the built-in
     ActorCritic holds them (`obs_norm` of the observation's shape, `return_norm` of (1,)), where it has none of
     its own: a user's network needs no normalisation code, and the statistics are shared, checkpointed and
     exported as the built-in model's."""
     if not isinstance(model, nn.Module):
         return model  # check_model refuses it
-    if env["normalize_obs"] and getattr(model, "obs_norm", None) is None:
-        model.obs_norm = RunningMeanStd(layout.shape)
-    if env["normalize_reward"] and getattr(model, "return_norm", None) is None:
+    if env.normalize_obs and getattr(model, "obs_norm", None) is None:
+        model.obs_norm = RunningMeanStd(env.layout.shape)
+    if env.normalize_reward and getattr(model, "return_norm", None) is None:
         model.return_norm = RunningMeanStd((1,))
     return model
 
@@ -69,10 +70,11 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     return tuple(value.shape) if hasattr(value, "shape") else None
 
 
-def check_model(spec: str, model: Any, layout: ObservationLayout, head: ActionHead, env: Mapping[str, Any]) -> None:
+def check_model(spec: str, model: Any, env: EnvInfo) -> None:
     """ConfigError naming the first thing the model lacks: a member of MEMBERS, log_std for Box actions,
     statistics of its own that do not fit (`add_statistics` adds missing ones), or the output shapes of one
-    forward pass."""
+    forward pass, in the described environment."""
+    layout, head = env.layout, env.action_head
     if not isinstance(model, nn.Module):
         raise _refuse(spec, f"it returned a {type(model).__name__}; allowed: an nn.Module with the members of "
                             f"framework.rl.ActorCriticBase")
@@ -84,10 +86,10 @@ def check_model(spec: str, model: Any, layout: ObservationLayout, head: ActionHe
     if head.continuous and _shape(log_std) != (head.size,):
         raise _refuse(spec, f"its log_std has shape {_shape(log_std)}; allowed: a Parameter of shape "
                             f"({head.size},) for the Box actions")
-    for key, attribute, shape in (("normalize_obs", "obs_norm", layout.shape),
-                                  ("normalize_reward", "return_norm", (1,))):
+    for wanted, attribute, shape in ((env.normalize_obs, "obs_norm", layout.shape),
+                                     (env.normalize_reward, "return_norm", (1,))):
         statistics = getattr(model, attribute, None)
-        if env[key] and not (isinstance(statistics, RunningMeanStd) and _shape(statistics.mean) == tuple(shape)):
+        if wanted and not (isinstance(statistics, RunningMeanStd) and _shape(statistics.mean) == tuple(shape)):
             raise _refuse(spec, f"its {attribute} is a {type(statistics).__name__}; allowed: a RunningMeanStd "
                                 f"of shape {tuple(shape)} (rl.normalization), or none (hogshare adds one)")
     sample = framework.as_tensor(layout.batch([layout.space.sample() for _ in range(SAMPLE_BATCH)]))

@@ -20,7 +20,9 @@ read-merge-write of two workers rarely overlaps; when it does (a worker
 preempted inside it), the other's merges of that moment are lost, never torn
 into a negative variance.
 
-`Normalization` applies them to an `EnvBatch`'s steps. Observations become
+`Normalization` applies them: to observations on the acting path (rl.actor,
+the one place observations are normalised, for workers, evaluation and
+`Policy` alike) and to a rollout's rewards (rl.rollout). Observations become
 (obs - mean) / sqrt(var + eps), clipped to +-`env.clip_obs`. Rewards are
 divided by the standard deviation of the discounted return (each env's
 running return, gamma from the algorithm section), clipped to
@@ -36,6 +38,7 @@ import numpy as np
 import framework
 from framework import nn
 from framework.device import array_module, to_host
+from framework.rl.envs.info import EnvInfo
 
 EPSILON = 1e-8
 """Added to the variance before the square root, as VecNormalize does."""
@@ -109,7 +112,7 @@ class Normalization:
     """A model's normalisers applied to the steps of a batch of n envs (see the module docstring)."""
 
     def __init__(self, obs: RunningMeanStd | None, returns: RunningMeanStd | None, n: int, clip_obs: float,
-                 clip_reward: float, gamma: float, update: bool, flush_every: int = 1):
+                 clip_reward: float, gamma: float = 1.0, update: bool = False, flush_every: int = 1):
         self.obs_stats, self.return_stats = obs, returns
         self.clip_obs, self.clip_reward, self.gamma, self.update = clip_obs, clip_reward, gamma, update
         self.flush_every = flush_every
@@ -118,13 +121,14 @@ class Normalization:
         self._pending_steps: dict[RunningMeanStd, int] = {}
 
     @classmethod
-    def for_model(cls, model: Any, config: dict[str, Any], n: int, update: bool) -> "Normalization | None":
-        """The normalisation of `model` (an ActorCritic) for n envs of config's env, or None when it has none."""
+    def for_model(cls, model: Any, env: EnvInfo, n: int = 0, gamma: float = 1.0, update: bool = False,
+                  flush_every: int = 1) -> "Normalization | None":
+        """The normalisation of `model` (an ActorCritic) in the described environment, or None
+        when the model has none: read only, or, for a worker's n envs, updating the statistics (its rewards'
+        running returns discounted by gamma, merged every flush_every steps)."""
         if model.obs_norm is None and model.return_norm is None:
             return None
-        env, algorithm = config["env"], config["algorithm"]
-        return cls(model.obs_norm, model.return_norm, n, env["clip_obs"], env["clip_reward"], algorithm["gamma"],
-                   update, flush_every=algorithm["n_steps"])
+        return cls(model.obs_norm, model.return_norm, n, env.clip_obs, env.clip_reward, gamma, update, flush_every)
 
     def _gather(self, stats: RunningMeanStd, batch: np.ndarray) -> None:
         """Add a step's rows to what `stats` has pending (rows holding a value that is not finite are left out);

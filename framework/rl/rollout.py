@@ -2,19 +2,27 @@
 
 `LocalModelWorker` is the local copy (sync, the rollout forward, the update
 tail), which an actor-learner's learner has too; `RolloutWorker` adds the
-environments and the rollout.
+environments, the acting path and the rollout.
 
 What every on-policy actor-critic worker does before its loss: sync the
 local model from the shared parameter arena (one copy), step
-`env.envs_per_worker` environments for `algorithm.n_steps` steps with one
-batched no-grad forward pass per step, and keep the rollout (observations as
-the envs give them: uint8 frames stay uint8; actions, rewards, dones) in
-preallocated buffers; then one forward pass with grad over the whole
-(n_steps + 1) x envs rollout (the body once over all its frames, an LSTM
-unrolled as one op: `ActorCriticBase.forward_rollout`), and, once a subclass
-has its loss and gradient, the shared update tail (`framework.runtime.update`).
-A time limit is not an end: a truncated episode's last reward gets
-gamma * V(last observation) added (the bootstrap); a termination gets none.
+`env.envs_per_worker` environments (built from the run's description of its
+environment, `ctx.shared.env`: no other env is built) for `algorithm.n_steps`
+steps, acting through its `Actor` (rl.actor: the one acting path, which
+normalises the observations and samples with one batched no-grad forward
+pass per step), and write the rollout into a `Trajectory` (rl.trajectories:
+the worker's own, or an actor-learner's buffer slot) step by step:
+observations as the model reads them (uint8 frames stay uint8), actions,
+the behaviour log-probabilities where the trajectory records them, the
+learning signal's rewards (with `env.sign_reward` their signs, with
+`env.normalize_reward` scaled: rl.normalization) and dones (with
+`env.life_loss_done` a lost life ends the learner's episode). Then one
+forward pass with grad over the whole (n_steps + 1) x envs rollout (the body
+once over all its frames, an LSTM unrolled as one op:
+`ActorCriticBase.forward_rollout`), and, once a subclass has its loss and
+gradient, the shared update tail (`framework.runtime.update`). A time limit
+is not an end: a truncated episode's last reward gets gamma * V(last
+observation) added (the bootstrap); a termination gets none.
 
 With `trainer.compile` (the default) the acting policy and the rollout's
 forward run through framework.compile (captured once, then replayed as array
@@ -32,12 +40,15 @@ import numpy as np
 
 import framework
 from framework.device import array_module, to_device, to_host
-from framework.runtime.algorithm import WorkerContext, learning_rate
-from framework.runtime.update import apply_gradient
+from framework.rl.actor import Actor
 from framework.rl.envs.batch import EnvBatch
+from framework.rl.envs.info import EnvInfo
 from framework.rl.model import ActorCriticBase
 from framework.rl.normalization import Normalization
 from framework.rl.spaces import ActionHead
+from framework.rl.trajectories import Trajectory
+from framework.runtime.algorithm import WorkerContext, learning_rate
+from framework.runtime.update import apply_gradient
 
 
 def episode_keep(dones: np.ndarray, device: str) -> Any:
@@ -73,6 +84,12 @@ class LocalModelWorker:
         self.forward_rollout = (framework.compile(self.local.forward_rollout) if feedforward
                                 else self.local.forward_rollout)
 
+    def policy_array(self, obs: Any, state: Any) -> tuple[Any, Any]:
+        """The (compiled) policy on an array of observations on the device, under the caller's no_grad: (output
+        array, state). What this worker's Actor runs."""
+        head, state = self.policy(framework.as_tensor(obs), state)
+        return head.data_array, state
+
     def tensor(self, array: np.ndarray) -> Any:
         """A host array as a tensor on the worker's device: itself on the CPU, one copy to a GPU."""
         return framework.as_tensor(to_device(array, self.device))
@@ -104,43 +121,27 @@ class LocalModelWorker:
 
 
 class RolloutWorker(LocalModelWorker, abc.ABC):
-    """One worker's environments, local model and rollout buffers; a subclass adds its loss and `update`."""
+    """One worker's environments, local model, acting path and rollout; a subclass adds its loss and `update`."""
 
     def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
-        cfg = ctx.config
         framework.manual_seed(ctx.seed)  # the action noise comes from framework's generator for the device
-        n = cfg["env"]["envs_per_worker"]
-        self.envs = EnvBatch(cfg["env"]["id"], cfg["env"]["kwargs"], n, seed=ctx.seed % (2**31), rank=ctx.rank,
-                             normalization=Normalization.for_model(ctx.model, cfg, n, update=True),
-                             vectorize=cfg["env"]["vectorize"], sign_rewards=cfg["env"]["sign_reward"],
-                             life_loss_done=cfg["env"]["life_loss_done"])
-        super().__init__(local, ctx, self.envs.action_head)
-        T, E = self.algo_cfg["n_steps"], len(self.envs)
-        self.T, self.E = T, E
-        self.obs = np.zeros((T + 1, E, *self.envs.obs_shape), dtype=self.envs.obs.dtype)
-        self.actions = np.zeros((T, E, *self.action_head.shape), dtype=self.action_head.dtype)
-        self.rewards = np.zeros((T, E), dtype=np.float32)
-        self.dones = np.zeros((T, E), dtype=np.float32)
-        self.heads: Any = None
-        """When a subclass sets it (a (T, E, head size) array on the device), each step's policy outputs are kept
-        there: the behaviour policy of an actor-learner's trajectory."""
-        self.state = self.state0 = self.local.initial_state(E)
+        self.env: EnvInfo = ctx.shared.env
+        n = self.env.envs_per_worker
+        self.envs = EnvBatch(self.env, n, seed=ctx.seed % (2**31), rank=ctx.rank,
+                             life_loss_done=self.env.life_loss_done)
+        super().__init__(local, ctx, self.env.action_head)
+        self.normalization = Normalization.for_model(ctx.model, self.env, n, self.algo_cfg["gamma"], update=True,
+                                                     flush_every=self.algo_cfg["n_steps"])
+        self.actor = Actor(self.local, self.env, self.normalization, self.policy_array)
+        self.T, self.E = self.algo_cfg["n_steps"], n
+        self.current_obs = self.actor.observe(self.envs.obs, update=True).copy()
+        """The envs' current observations as the model reads them: where the next rollout starts."""
+        self.state = self.state0 = self.local.initial_state(n)
 
     def _action_noise(self) -> Any:
         """The noise of a whole rollout's actions, (T, E, size), drawn at once on the device (the same numbers
         as T draws of one step's: ActionHead.draw_noise)."""
         return self.action_head.draw_noise((self.T, self.E), self.local_arena.data.dtype, self.device)
-
-    def _act(self, obs: np.ndarray, noise: Any) -> np.ndarray:
-        """Sample actions on the device for a batch of host observations (no grad) with this step's noise;
-        advances the LSTM state.
-
-        Categorical actions use the Gumbel-max trick, continuous ones mean + std * noise (ActionHead.sample).
-        """
-        head, self.state = self.policy(self.tensor(obs), self.state)
-        self._head = head.data_array
-        log_std = None if self.local.log_std is None else self.local.log_std.data_array
-        return to_host(self.action_head.sample(head.data_array, noise, log_std))
 
     def _values(self, obs: np.ndarray, state: tuple[Any, Any] | None) -> np.ndarray:
         """V(obs) on the host for host observations."""
@@ -151,48 +152,62 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
             keep = self.tensor((1.0 - done.astype(np.float32))[:, None])  # float32: the state stays float32
             self.state = tuple(s * keep for s in self.state)
 
-    def rollout(self) -> None:
-        """Collect n_steps from every env with the local model; count the steps and finished episodes."""
+    def _learning_rewards(self, rewards: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """A step's rewards as the learner sees them: their signs with env.sign_reward, then scaled with
+        env.normalize_reward (done: the envs whose episode ended, whose running returns start again)."""
+        if self.env.sign_reward:
+            rewards = np.sign(rewards)
+        return rewards if self.normalization is None else self.normalization.rewards(rewards, done)
+
+    def rollout(self, into: Trajectory) -> None:
+        """Collect n_steps from every env with the local model into a trajectory (see the module docstring); count
+        the steps and finished episodes."""
         gamma = self.algo_cfg["gamma"]
         self.state0 = self.state
+        for view, state in zip(into.state0, self.state0 or ()):
+            view[...] = to_host(state.data_array)
+        behaviour = into.log_probs is not None
         returns: list[float] = []
         lengths: list[int] = []
         noise = self._action_noise()
+        into.obs[0] = self.current_obs
         with framework.no_grad():
             for t in range(self.T):
-                self.obs[t] = self.envs.obs
-                actions = self._act(self.obs[t], noise[t])
-                if self.heads is not None:
-                    self.heads[t] = self._head
-                self.actions[t] = actions
-                out = self.envs.step(actions)
-                self.rewards[t] = out.rewards
-                done = out.terminated | out.truncated | out.life_lost  # the end of an episode, for learning
-                self.dones[t] = done
+                choice = self.actor.choose(into.obs[t], self.state, noise=noise[t], log_probs=behaviour)
+                self.state = choice.state
+                into.actions[t] = choice.actions
+                if behaviour:
+                    into.log_probs[t] = choice.log_probs
+                out = self.envs.step(choice.actions)
+                into.obs[t + 1] = self.actor.observe(self.envs.obs, update=True)
+                ended = out.terminated | out.truncated
+                into.rewards[t] = self._learning_rewards(out.rewards, ended)
+                done = ended | out.life_lost  # the end of an episode, for learning
+                into.dones[t] = done
                 if out.truncated_index.size:  # a time limit is not a real end: bootstrap from V(last obs)
                     rows = to_device(out.truncated_index, self.device)
                     sub = None if self.state is None else tuple(s[rows] for s in self.state)
-                    self.rewards[t, out.truncated_index] += gamma * self._values(out.truncated_obs, sub)
+                    last = self.actor.observe(out.truncated_obs)
+                    into.rewards[t, out.truncated_index] += gamma * self._values(last, sub)
                 self._mask_state(done)
                 returns += out.episode_returns
                 lengths += out.episode_lengths
-        self.obs[self.T] = self.envs.obs
+        self.current_obs = into.obs[self.T].copy()
         self.ctx.stats.add_steps(self.T * self.E)
         if returns:
             self.ctx.stats.add_episodes(returns, lengths)
-
-    def _forward_rollout(self) -> tuple[Any, Any]:
-        """Policy heads and values for all (T+1) x E observations of this worker's rollout, with grad."""
-        return self.forward_trajectories(self.obs, self.state0, self.dones)
 
     @abc.abstractmethod
     def update(self) -> None:
         """One update: sync, roll out, the loss and its gradient, `apply`."""
 
     def run(self) -> None:
-        """Update until the run stops; the envs are closed however it ends."""
+        """Update until the run stops; the normalisation's pending statistics are merged and the envs closed
+        however it ends."""
         try:
             while not self.ctx.stats.should_stop():
                 self.update()
         finally:
+            if self.normalization is not None:
+                self.normalization.flush()
             self.envs.close()

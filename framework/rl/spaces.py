@@ -247,17 +247,31 @@ class ActionHead:
             return np.asarray(actions, dtype=np.int8)
         return np.clip(np.asarray(actions).reshape(len(actions), *space.shape), space.low, space.high)
 
-    def log_prob_entropy(self, head: Any, actions: Any, log_std: Any = None) -> tuple[Any, Any]:
-        """(log-probability of actions, entropy), each (batch,) and summed over the components, with grad."""
+    def log_prob(self, head: Any, actions: Any, log_std: Any = None) -> Any:
+        """The log-probability of actions (batch,), summed over the components, with grad."""
+        return self.log_prob_entropy(head, actions, log_std, entropy=False)[0]
+
+    def log_prob_entropy(self, head: Any, actions: Any, log_std: Any = None,
+                         entropy: bool = True) -> tuple[Any, Any]:
+        """(log-probability of actions, entropy; None without `entropy`), each (batch,) and summed over the
+        components, with grad."""
         if self.kind == "categorical":
             dist = Categorical(logits=head)
-            return dist.log_prob(actions), dist.entropy()
-        if self.kind == "normal":
-            dist = Normal(head, framework.exp(log_std))
-            return dist.log_prob(actions).sum(axis=1), dist.entropy().sum(axis=1)
-        if self.kind == "bernoulli":
-            dist = Bernoulli(logits=head)
-            return dist.log_prob(actions).sum(axis=1), dist.entropy().sum(axis=1)
+            return dist.log_prob(actions), dist.entropy() if entropy else None
+        if self.kind in ("normal", "bernoulli"):
+            dist = Normal(head, framework.exp(log_std)) if self.kind == "normal" else Bernoulli(logits=head)
+            return dist.log_prob(actions).sum(axis=1), dist.entropy().sum(axis=1) if entropy else None
         parts = [Categorical(logits=head[:, a:b]) for a, b in zip(self.bounds, self.bounds[1:])]
         log_prob = sum(dist.log_prob(actions[:, i]) for i, dist in enumerate(parts))
-        return log_prob, sum(dist.entropy() for dist in parts)
+        return log_prob, sum(dist.entropy() for dist in parts) if entropy else None
+
+    def behaviour_log_prob(self, head: Any, actions: Any, log_std: Any = None) -> Any:
+        """log mu(a|x) of actions just drawn from the policy outputs head (arrays on the device; no grad), NaN in
+        the rows whose policy output is not finite (a NaN observation, NaN weights): a learner cuts those steps
+        out of its batch (rl.actor_learner)."""
+        xp = array_module(head)
+        finite = xp.isfinite(head).all(axis=1)
+        with framework.no_grad():
+            log_prob = self.log_prob(framework.as_tensor(xp.where(finite[:, None], head, 0.0)),
+                                     framework.as_tensor(actions), log_std)
+        return xp.where(finite, log_prob.data_array, xp.nan)

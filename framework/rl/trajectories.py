@@ -1,4 +1,9 @@
-"""A trajectory buffer in shared memory: actors write rollouts into slots, learners take them by index.
+"""Trajectories in arrays: one rollout's (`Trajectory`), and a buffer of them in shared memory, where actors write
+rollouts into slots and learners take them by index (`TrajectoryBuffer`).
+
+A `Trajectory` is the arrays one rollout of T steps of E envs fills step by
+step (rl.rollout): an A3C worker's own, allocated once, or the views of a
+buffer slot an actor writes in place.
 
 Every array is preallocated once, slot-major in time: `obs` is (T+1, slots,
 envs, *obs_shape) in the envs' own dtype (uint8 frames stay uint8), then
@@ -6,7 +11,8 @@ actions, rewards, dones and the behaviour policy's log-probabilities
 (T, slots, envs), a recurrent model's state at the rollout's start (each of
 its arrays (slots, envs, ...)) and the policy version each rollout was acted with (the run's update
 count when its actor read the shared parameters). An actor writes a rollout
-in place, step by step, through views of its slot (`slot_views`): nothing is
+in place, step by step, through views of its slot (`slot_views`, a
+`Trajectory`): nothing is
 pickled or copied per step, and a learner's batch is one gather along the
 slot axis (`batch`), already (T+1, slots * envs, ...), the shape a rollout
 forward takes.
@@ -33,6 +39,7 @@ back first thing (`reclaim`).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -46,6 +53,29 @@ READING = 3
 POLL_S, MAX_POLL_S = 0.0002, 0.005
 """A waiting process looks at the slots again after POLL_S, then after twice as long each time, up to MAX_POLL_S:
 a short wait costs little latency, a long one little CPU (sixteen waiting actors on two cores)."""
+
+
+@dataclass
+class Trajectory:
+    """The arrays of one rollout of T steps of E envs: observations (T+1, E, *obs_shape) as the model reads them,
+    actions (T, E, *action_shape), rewards and dones (T, E) float32, the behaviour policy's log-probabilities
+    (T, E) float32 where a learner needs them (None: not recorded), and room for a recurrent model's state at
+    the rollout's start (its arrays, each (E, ...); empty: not kept)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    dones: np.ndarray
+    log_probs: np.ndarray | None = None
+    state0: list[np.ndarray] = field(default_factory=list)
+
+    @classmethod
+    def allocate(cls, steps: int, envs: int, obs_shape: tuple[int, ...], obs_dtype: Any,
+                 action_shape: tuple[int, ...], action_dtype: Any) -> "Trajectory":
+        """A rollout's arrays in this process's memory, without log-probabilities or a state (A3C's)."""
+        return cls(np.zeros((steps + 1, envs, *obs_shape), dtype=obs_dtype),
+                   np.zeros((steps, envs, *action_shape), dtype=action_dtype),
+                   np.zeros((steps, envs), dtype=np.float32), np.zeros((steps, envs), dtype=np.float32))
 
 
 class TrajectoryBuffer:
@@ -73,13 +103,10 @@ class TrajectoryBuffer:
         """The slots actor writes into."""
         return range(actor * self.slots_per_actor, (actor + 1) * self.slots_per_actor)
 
-    def slot_views(self, slot: int) -> dict[str, np.ndarray]:
-        """Writable views of one slot: obs (T+1, E, ...), actions, rewards, dones, log_probs (T, E, ...) and
-        state0, a list of the state's arrays (E, ...) (empty for a feed-forward model)."""
-        views: dict[str, Any] = {name: getattr(self, name)[:, slot]
-                                 for name in ("obs", "actions", "rewards", "dones", "log_probs")}
-        views["state0"] = [array[slot] for array in self.state0]
-        return views
+    def slot_views(self, slot: int) -> Trajectory:
+        """One slot as a Trajectory of writable views (its state0 empty for a feed-forward model)."""
+        return Trajectory(self.obs[:, slot], self.actions[:, slot], self.rewards[:, slot], self.dones[:, slot],
+                          self.log_probs[:, slot], [array[slot] for array in self.state0])
 
     # -- the actor's side ------------------------------------------------------------------------
     def acquire(self, actor: int, max_wait_s: float, stopping: Callable[[], bool]) -> tuple[int | None, float, int]:

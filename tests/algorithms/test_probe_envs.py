@@ -44,7 +44,7 @@ def _train(config: dict) -> framework.nn.Module:
     model = plugin.build_model(config).share_memory()
     optimizer = plugin.build_optimizer(model, config).share_memory()
     stats = RunStats(2, plugin.metrics, counts=plugin.counts)
-    shared = plugin.build_shared(config, None, range(2)) if name != "a3c" else None
+    shared = plugin.build_shared(config, None, range(2))
 
     def context(rank: int, role: str) -> WorkerContext:
         return WorkerContext(rank, 11 + rank, config, model, optimizer, stats.writer(rank), shared, {}, role, 0)

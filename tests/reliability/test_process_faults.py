@@ -186,7 +186,7 @@ def test_environment_raising_in_step_is_reported_and_stops_the_run(watch, tmp_pa
         trainer={"start_method": "spawn"}))
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 1, done.stderr
-    report = re.search(r"^worker (\d) raised an exception: framework\.rl\.envs\.EnvError: environment "
+    report = re.search(r"^worker (\d) raised an exception: framework\.rl\.envs\.faults\.EnvError: environment "
                        r"fault_envs:RaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: "
                        r"injected fault in step\nTraceback \(most recent call last\):\n(.*\n)*?"
                        r"RuntimeError: injected fault in step\n", done.stderr, re.MULTILINE)

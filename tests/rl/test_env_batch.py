@@ -11,11 +11,19 @@ from framework.rl.envs.cartpole_vector import SameStepCartPoleVectorEnv
 from framework.rl.envs.batch import EnvBatch
 from framework.rl.envs.faults import EnvError
 from framework.rl.envs.ids import env_id_problem, make_env
+from framework.rl.envs.info import env_info
+from framework.train.config import validate
 from extras import ATARI
 
 
+def _batch(env_id, kwargs, n, seed, rank=0, vectorize=True, life_loss_done=False):
+    """An EnvBatch made as a worker makes one: from the description of a config's environment."""
+    config = validate({"env": {"id": env_id, "kwargs": kwargs, "vectorize": vectorize}})
+    return EnvBatch(env_info(config), n, seed, rank, life_loss_done=life_loss_done)
+
+
 def test_batch_steps_resets_and_reports_episodes():
-    batch = EnvBatch("CartPole-v1", {}, n=3, seed=7)
+    batch = _batch("CartPole-v1", {}, n=3, seed=7)
     assert batch.obs.shape == (3, 4) and batch.obs.dtype == np.float32
     returns, lengths, steps = [], [], 0
     while len(returns) < 6:
@@ -30,7 +38,7 @@ def test_batch_steps_resets_and_reports_episodes():
 
 
 def test_same_seed_same_trajectory():
-    a, b = EnvBatch("CartPole-v1", {}, 2, seed=3), EnvBatch("CartPole-v1", {}, 2, seed=3)
+    a, b = _batch("CartPole-v1", {}, 2, seed=3), _batch("CartPole-v1", {}, 2, seed=3)
     np.testing.assert_array_equal(a.obs, b.obs)
     for _ in range(20):
         a.step(np.array([0, 1])), b.step(np.array([0, 1]))
@@ -38,7 +46,7 @@ def test_same_seed_same_trajectory():
 
 
 def test_truncation_is_reported_with_the_last_observation():
-    batch = EnvBatch("CartPole-v1", {"max_episode_steps": 4}, n=2, seed=0)
+    batch = _batch("CartPole-v1", {"max_episode_steps": 4}, n=2, seed=0)
     for _ in range(3):
         out = batch.step(np.array([0, 1]))
         assert not out.truncated.any()
@@ -52,7 +60,7 @@ def test_truncation_is_reported_with_the_last_observation():
 
 
 def test_discrete_observations_become_one_hot():
-    batch = EnvBatch("FrozenLake-v1", {"is_slippery": False}, n=2, seed=0)
+    batch = _batch("FrozenLake-v1", {"is_slippery": False}, n=2, seed=0)
     assert batch.obs.shape == (2, 16)
     np.testing.assert_array_equal(batch.obs.sum(axis=1), [1.0, 1.0])
     batch.step(np.array([2, 1]))  # right, down
@@ -60,13 +68,13 @@ def test_discrete_observations_become_one_hot():
 
 
 def test_box_actions_are_clipped():
-    batch = EnvBatch("Pendulum-v1", {}, n=1, seed=0)
+    batch = _batch("Pendulum-v1", {}, n=1, seed=0)
     out = batch.step(np.array([[100.0]]))
     assert np.isfinite(out.rewards).all()
 
 
 def test_env_that_raises_in_step_names_env_and_worker():
-    batch = EnvBatch("fault_envs:RaisingCartPole-v0", {"fail_after": 2}, n=2, seed=0, rank=3)
+    batch = _batch("fault_envs:RaisingCartPole-v0", {"fail_after": 2}, n=2, seed=0, rank=3)
     batch.step(np.array([0, 0]))
     batch.step(np.array([0, 0]))
     with pytest.raises(EnvError, match=r"RaisingCartPole-v0 \(worker 3, env 0\) raised in step: "
@@ -102,8 +110,8 @@ def _steps(batch, actions):
 @pytest.mark.parametrize("kwargs", [{}, {"max_episode_steps": 7}], ids=["terminations", "truncations"])
 def test_vector_and_loop_paths_report_the_same_steps(kwargs):
     actions = np.random.default_rng(0).integers(0, 2, (60, 3))
-    _assert_same_steps(EnvBatch("vector_envs:SameStepCartPole-v0", kwargs, 3, seed=5),
-                       EnvBatch("CartPole-v1", kwargs, 3, seed=5, vectorize=False), actions, kwargs)
+    _assert_same_steps(_batch("vector_envs:SameStepCartPole-v0", kwargs, 3, seed=5),
+                       _batch("CartPole-v1", kwargs, 3, seed=5, vectorize=False), actions, kwargs)
 
 
 def _assert_same_steps(vector, loop, actions, kwargs):
@@ -120,9 +128,9 @@ def test_cartpole_steps_as_gymnasiums_vector_env_what_the_loop_steps(kwargs):
     """CartPole-v1's own vector env (CartPoleVectorEnv), in the version that resets in the same step, steps
     the episodes a loop of CartPoleEnv seeded alike steps, to the bit."""
     actions = np.random.default_rng(1).integers(0, 2, (400, 3))
-    vector = EnvBatch("CartPole-v1", kwargs, 3, seed=11)
+    vector = _batch("CartPole-v1", kwargs, 3, seed=11)
     assert isinstance(vector._envs.vector_env, SameStepCartPoleVectorEnv)
-    _assert_same_steps(vector, EnvBatch("CartPole-v1", kwargs, 3, seed=11, vectorize=False), actions, kwargs)
+    _assert_same_steps(vector, _batch("CartPole-v1", kwargs, 3, seed=11, vectorize=False), actions, kwargs)
 
 
 def test_the_same_step_cartpole_reports_the_last_observation_and_refuses_next_step():
@@ -142,12 +150,12 @@ def test_the_same_step_cartpole_reports_the_last_observation_and_refuses_next_st
 
 def test_next_step_vector_envs_and_vectorize_false_loop():
     """A vector env that autoresets on the next call only is not used; vectorize=False never uses one."""
-    assert not EnvBatch("vector_envs:NextStepCartPole-v0", {}, 2, seed=0).vectorized
-    assert not EnvBatch("CartPole-v1", {}, 2, seed=0, vectorize=False).vectorized
+    assert not _batch("vector_envs:NextStepCartPole-v0", {}, 2, seed=0).vectorized
+    assert not _batch("CartPole-v1", {}, 2, seed=0, vectorize=False).vectorized
 
 
 def test_vector_env_that_raises_names_env_and_worker():
-    batch = EnvBatch("vector_envs:SameStepRaisingCartPole-v0", {"fail_after": 1}, n=2, seed=0, rank=4)
+    batch = _batch("vector_envs:SameStepRaisingCartPole-v0", {"fail_after": 1}, n=2, seed=0, rank=4)
     assert batch.vectorized
     batch.step(np.array([0, 0]))
     with pytest.raises(EnvError, match=r"SameStepRaisingCartPole-v0 \(worker 4, vector env\) raised in step: "
@@ -156,20 +164,20 @@ def test_vector_env_that_raises_names_env_and_worker():
 
 
 def test_uint8_images_stay_uint8():
-    batch = EnvBatch("vector_envs:Frames-v0", {"max_episode_steps": 2}, n=2, seed=0)
+    batch = _batch("vector_envs:Frames-v0", {"max_episode_steps": 2}, n=2, seed=0)
     assert batch.obs.dtype == np.uint8 and batch.obs.shape == (2, 2, 24, 24)
     batch.step(np.array([0, 0]))
     out = batch.step(np.array([0, 0]))
     assert out.truncated.all() and out.truncated_obs.dtype == np.uint8 and out.truncated_obs.shape == (2, 2, 24, 24)
 
 
-def test_sign_rewards_and_life_loss_change_what_the_learner_sees_not_the_episodes():
-    plain = EnvBatch("custom_envs:Lives", {"lives": 3, "life_steps": 2, "reward": 4.0}, n=2, seed=0)
-    atari_style = EnvBatch("custom_envs:Lives", {"lives": 3, "life_steps": 2, "reward": 4.0}, n=2, seed=0,
-                           sign_rewards=True, life_loss_done=True)
+def test_life_loss_marks_the_lost_lives_and_changes_not_the_episodes():
+    plain = _batch("custom_envs:Lives", {"lives": 3, "life_steps": 2, "reward": 4.0}, n=2, seed=0)
+    atari_style = _batch("custom_envs:Lives", {"lives": 3, "life_steps": 2, "reward": 4.0}, n=2, seed=0,
+                         life_loss_done=True)
     for step in range(1, 13):  # two whole games of 6 steps
         seen, out = plain.step(np.zeros(2, np.int64)), atari_style.step(np.zeros(2, np.int64))
-        assert seen.rewards.tolist() == [4.0, 4.0] and out.rewards.tolist() == [1.0, 1.0]
+        assert seen.rewards.tolist() == out.rewards.tolist() == [4.0, 4.0]  # the game's own: signs are the rollout's
         assert not seen.life_lost.any()
         assert out.life_lost.tolist() == [step % 6 in (2, 4)] * 2, step  # the game's end is an episode's end
         assert out.terminated.tolist() == seen.terminated.tolist() == [step % 6 == 0] * 2
@@ -177,7 +185,7 @@ def test_sign_rewards_and_life_loss_change_what_the_learner_sees_not_the_episode
 
 
 def test_life_loss_done_is_refused_for_an_env_without_lives():
-    batch = EnvBatch("CartPole-v1", {}, n=2, seed=0, life_loss_done=True)
+    batch = _batch("CartPole-v1", {}, n=2, seed=0, life_loss_done=True)
     with pytest.raises(EnvError, match=r"no 'lives'.*life_loss_done: false"):
         batch.step(np.zeros(2, np.int64))
 
@@ -185,8 +193,8 @@ def test_life_loss_done_is_refused_for_an_env_without_lives():
 @ATARI
 @pytest.mark.parametrize("vectorize", [True, False])
 def test_a_lost_life_in_breakout_is_a_learning_episode_end(vectorize):
-    batch = EnvBatch("ALE/Breakout-v5", {"repeat_action_probability": 0.0}, 2, seed=0, vectorize=vectorize,
-                     life_loss_done=True)
+    batch = _batch("ALE/Breakout-v5", {"repeat_action_probability": 0.0}, 2, seed=0, vectorize=vectorize,
+                   life_loss_done=True)
     rng = np.random.default_rng(0)
     try:
         assert batch.vectorized == vectorize
@@ -204,14 +212,14 @@ def test_a_lost_life_in_breakout_is_a_learning_episode_end(vectorize):
 
 @ATARI
 def test_atari_runs_as_one_vector_env_of_uint8_frames():
-    batch = EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5", "repeat_action_probability": 0.0}, 3, seed=0)
+    batch = _batch("hogshare/Atari-v0", {"game": "ALE/Pong-v5", "repeat_action_probability": 0.0}, 3, seed=0)
     try:
         assert batch.vectorized and batch.obs.dtype == np.uint8 and batch.obs.shape == (3, 4, 84, 84)
         out = batch.step(np.array([0, 2, 3]))
-        assert out.rewards.dtype == np.float32 and batch.obs[:, -1].any()
+        assert out.rewards.dtype == np.float64 and batch.obs[:, -1].any()
     finally:
         batch.close()
-    EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5"}, 3, seed=2**31 - 2).close()  # seeds past int32 wrap
+    _batch("hogshare/Atari-v0", {"game": "ALE/Pong-v5"}, 3, seed=2**31 - 2).close()  # seeds past int32 wrap
 
 
 @ATARI

@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import sharing
 from framework.algorithms.a3c.plugin import ALGORITHM
+from framework.rl.actor import Actor
 from framework.rl.envs.batch import EnvBatch
 from framework.rl.normalization import EPSILON, Normalization, RunningMeanStd
 from framework.train.checkpoint import load_checkpoint
@@ -93,28 +94,34 @@ def test_statistics_in_shared_memory_are_updated_by_every_process(method):
     assert count == pytest.approx(120, abs=1e-3)
 
 
-def test_an_env_batch_normalises_what_it_steps_and_reports_episode_returns_in_the_envs_own_units():
+def test_the_acting_path_normalises_what_it_observes_and_the_rewards_keep_episode_returns_in_the_envs_own_units():
+    """What a worker's rollout does with each step (rl.rollout): its Actor observes the batch's observations,
+    merging them into the statistics, and its rewards are scaled; the batch's episodes stay the env's."""
     config = _normalised_config()
     model = ALGORITHM.build_model(config)
-    raw = EnvBatch("CartPole-v1", {}, 4, seed=5)
-    normalised = EnvBatch("CartPole-v1", {}, 4, seed=5,
-                          normalization=Normalization.for_model(model, config, 4, update=True))
-    seen, returns = [raw.obs.copy()], []
-    for _ in range(300):  # the two batches step alike: rewards and normalisation change nothing of the dynamics
-        actions = (raw.obs[:, 2] > 0).astype(np.int64)
-        a, b = raw.step(actions), normalised.step(actions)
-        seen.append(raw.obs.copy())
-        assert a.episode_returns == b.episode_returns
-        returns += b.episode_returns
-        np.testing.assert_allclose(b.rewards, min(1.0 / model.return_norm.std()[0], 10.0), rtol=1e-5)
+    env = ALGORITHM.env_info(config)
+    normalization = Normalization.for_model(model, env, 4, config["algorithm"]["gamma"], update=True,
+                                            flush_every=config["algorithm"]["n_steps"])
+    actor = Actor(model, env, normalization)
+    batch = EnvBatch(env, 4, seed=5)
+    seen, returns = [batch.obs.copy()], []
+    observed = actor.observe(batch.obs, update=True)
+    for _ in range(300):
+        out = batch.step((batch.obs[:, 2] > 0).astype(np.int64))
+        seen.append(batch.obs.copy())
+        observed = actor.observe(batch.obs, update=True)
+        rewards = normalization.rewards(out.rewards, out.terminated | out.truncated)
+        assert out.rewards.tolist() == [1.0] * 4  # the env's own
+        returns += out.episode_returns
+        np.testing.assert_allclose(rewards, min(1.0 / model.return_norm.std()[0], 10.0), rtol=1e-5)
     assert returns  # episodes ended, reported in CartPole's units (1 per step)
     mean, var, count = model.obs_norm.statistics()  # merged once per n_steps steps: the last few still pending
     merged_steps = len(seen) - len(seen) % config["algorithm"]["n_steps"]
     assert count == pytest.approx(4 * merged_steps, abs=1e-3)
-    np.testing.assert_allclose(normalised.obs, np.clip((raw.obs - mean) / np.sqrt(var + EPSILON), -10, 10),
+    np.testing.assert_allclose(observed, np.clip((batch.obs - mean) / np.sqrt(var + EPSILON), -10, 10),
                                rtol=1e-5, atol=1e-6)
-    raw.close()
-    normalised.close()  # merges what is pending
+    batch.close()
+    normalization.flush()  # what a worker does at its end: merges what is pending
     seen = np.concatenate(seen)
     mean, var, count = model.obs_norm.statistics()
     assert count == pytest.approx(len(seen), abs=1e-3)

@@ -5,6 +5,7 @@ import numpy as np
 
 import framework
 from framework.rl.envs.batch import EnvBatch
+from framework.rl.envs.info import env_info
 from framework.rl.model import FrameConv2d
 from framework.algorithms.a3c.plugin import A3C
 from framework.rl.spaces import ActionHead, ObservationLayout
@@ -14,7 +15,7 @@ from extras import ATARI, BOX2D
 
 @BOX2D
 def test_channels_last_images_are_transposed_and_step(tmp_path):
-    batch = EnvBatch("CarRacing-v3", {}, 1, seed=0, vectorize=False)
+    batch = EnvBatch(env_info(validate({"env": {"id": "CarRacing-v3", "vectorize": False}})), 1, seed=0)
     try:
         assert batch.obs.shape == (1, 3, 96, 96) and batch.obs.dtype == np.uint8
         batch.step(np.zeros((1, 3), dtype=np.float32))

@@ -49,7 +49,7 @@ def test_a_recurrent_state_travels_with_its_rollout():
     states = (np.arange(ENVS * 8).reshape(ENVS, 8), -np.arange(ENVS * 6).reshape(ENVS, 2, 3))
     for slot in (0, 1):
         assert buffer.acquire(0, 1.0, _never)[0] == slot
-        for view, state in zip(buffer.slot_views(slot)["state0"], states):
+        for view, state in zip(buffer.slot_views(slot).state0, states):
             view[...] = state + 100 * slot
         buffer.publish(slot, 0)
     joined = buffer.batch(buffer.take(0, 2, 1.0, _never)[0])["state0"]

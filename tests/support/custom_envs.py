@@ -224,7 +224,7 @@ class CountingA3C(A3C):
         return {"updates": np.zeros(config["trainer"]["workers"], dtype=np.int64)}
 
     def run_worker(self, ctx):
-        worker = Worker(self.build_model(ctx.config), ctx)
+        worker = Worker(self.worker_model(ctx), ctx)
         update = worker.update
 
         def counted():
@@ -274,10 +274,10 @@ def _first_start(variable: str) -> bool:
 class DyingActor(TrajectoryActor):
     """With HOGSHARE_ACTOR_DIES_ONCE=PATH, actor 0 is SIGKILLed on its first start with a slot half written."""
 
-    def rollout(self) -> None:
+    def rollout(self, into) -> None:
         if self.ctx.index == 0 and _first_start("HOGSHARE_ACTOR_DIES_ONCE"):
             os.kill(os.getpid(), signal.SIGKILL)
-        super().rollout()
+        super().rollout(into)
 
 
 class DyingLearner(ImpalaLearner):

@@ -17,8 +17,8 @@ def write_rollouts(buffer: TrajectoryBuffer, actor: int, first: int, count: int,
         slot, _, lost = buffer.acquire(actor, max_wait_s, lambda: False)
         dropped[actor] += lost
         views = buffer.slot_views(slot)
-        views["obs"][...] = k % 256
-        views["rewards"][...] = k
+        views.obs[...] = k % 256
+        views.rewards[...] = k
         buffer.publish(slot, version=k)
 
 

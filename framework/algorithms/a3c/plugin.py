@@ -31,7 +31,7 @@ class A3C(ActorCriticAlgorithm):
     metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr", "explained_variance")
 
     def run_worker(self, ctx: WorkerContext) -> None:
-        Worker(self.build_model(ctx.config), ctx).run()
+        Worker(self.worker_model(ctx), ctx).run()
 
 
 ALGORITHM = A3C()

@@ -23,30 +23,33 @@ from framework.rl.losses import actor_critic_loss
 from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
 from framework.rl.rollout import RolloutWorker
+from framework.rl.trajectories import Trajectory
 
 
 class Worker(RolloutWorker):
-    """One A3C worker: a `RolloutWorker` with the A3C loss."""
+    """One A3C worker: a `RolloutWorker` with the A3C loss over its own trajectory."""
 
     def __init__(self, local: ActorCriticBase, ctx: WorkerContext):
         super().__init__(local, ctx)
         self.loss_terms = framework.compile(actor_critic_loss) if self.compiled else actor_critic_loss
+        layout, head = self.env.layout, self.action_head
+        self.trajectory = Trajectory.allocate(self.T, self.E, layout.shape, layout.dtype, head.shape, head.dtype)
 
     def loss(self) -> tuple[Any, dict[str, float]] | None:
         """The A3C loss over the rollout and its parts (policy_loss, value_loss, entropy).
 
         None when the forward pass is not finite (a NaN or inf observation): no loss can be built from it.
         """
-        a, n = self.algo_cfg, self.T * self.E
-        head, values = self._forward_rollout()
+        a, n, trajectory = self.algo_cfg, self.T * self.E, self.trajectory
+        head, values = self.forward_trajectories(trajectory.obs, self.state0, trajectory.dones)
         v = to_host(values.data_array).reshape(self.T + 1, self.E)
         if not self.finite(head, v):
             return None
-        adv, targets = gae(self.rewards, self.dones, v, a["gamma"], a["gae_lambda"])
+        adv, targets = gae(trajectory.rewards, trajectory.dones, v, a["gamma"], a["gae_lambda"])
         explained = explained_variance(v[:-1], targets)
         if a["normalize_advantages"]:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        actions = self.tensor(self.actions.reshape(n, *self.actions.shape[2:]))
+        actions = self.tensor(trajectory.actions.reshape(n, *self.action_head.shape))
         loss, policy_loss, value_loss, entropy = self.loss_terms(
             self.action_head, self.local, head, values, actions, self.tensor(adv.reshape(n)),
             self.tensor(targets.reshape(n)), n, a["value_coef"], a["entropy_coef"])
@@ -56,7 +59,7 @@ class Worker(RolloutWorker):
     def update(self) -> None:
         """Sync, roll out, compute the gradient, and apply it to the shared parameters if finite."""
         synced_at = self.sync()
-        self.rollout()
+        self.rollout(self.trajectory)
         self.local_arena.grad[...] = 0.0
         result = self.loss()
         if result is None:

@@ -8,39 +8,39 @@ env where the id has a suitable one (envs.vector), else a loop of envs
 steps: the reset observation right after the step that ended an episode, the
 last observation before it for bootstrapping on truncation.
 
-Observations and actions are read as rl.spaces says: uint8 images (C, H, W)
-stay uint8 (the model reads them as [0, 1]); other observations are float32. With a `Normalization` (rl.normalization), the batch
-gives normalised observations and scaled rewards, as VecNormalize does, and
-reports episode returns in the environment's own units.
+A batch is made from the run's description of its environment (envs.info):
+observations are read as its `ObservationLayout` says (uint8 images (C, H, W)
+stay uint8, the model reads them as [0, 1]; other observations are float32)
+and actions are the policy's (`ActionHead`), given to the envs offset by the
+space's start or clipped to a Box's bounds. Observations and rewards are the
+environment's own: normalising them is the acting path's and the rollout's
+(rl.actor, rl.rollout), and episode returns are the environment's units.
 
-Two learning signals of the Atari literature change what the learner sees and
-nothing else (episodes, returns and evaluation stay the game's):
-`sign_rewards` gives the sign of each reward (-1, 0, 1), as the DQN, A3C and
-IMPALA papers clip Atari's; `life_loss_done` marks the step that lost a life
-(an env whose info reports `lives`, as ALE's do) in `BatchStep.life_lost`, which
-a rollout treats as the end of an episode, as Stable-Baselines3's AtariWrapper
-does, while the game goes on.
+With `life_loss_done`, the step that lost a life (an env whose info reports
+`lives`, as ALE's do) is marked in `BatchStep.life_lost`, which a rollout
+treats as the end of an episode, as Stable-Baselines3's AtariWrapper does,
+while the game goes on: a learning signal of the Atari literature that
+changes what the learner sees and nothing else.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from framework.rl.envs.faults import EnvError
+from framework.rl.envs.info import EnvInfo
 from framework.rl.envs.loop import LoopEnvs
 from framework.rl.envs.vector import VectorEnvs
-from framework.rl.normalization import Normalization
-from framework.rl.spaces import ActionHead, ObservationLayout, SpaceError
 
 
 @dataclass
 class BatchStep:
     """What one step of every env in a batch produced (observations are in EnvBatch.obs)."""
 
-    rewards: np.ndarray        # (n,) float32
+    rewards: np.ndarray        # (n,) float64, the environments' own
     terminated: np.ndarray     # (n,) bool
     truncated: np.ndarray      # (n,) bool, False where terminated
     truncated_index: np.ndarray  # indices of truncated envs
@@ -52,37 +52,22 @@ class BatchStep:
 
 
 class EnvBatch:
-    """n environments of one id stepped together (one vector env, or a loop of envs: see the module docstring);
-    obs holds their current observations as the model reads them (`layout`: rl.spaces.ObservationLayout),
-    uint8 for uint8 images (C, H, W) and float32 otherwise; actions are the policy's (`action_head`:
-    rl.spaces.ActionHead), given to the envs offset by the space's start or clipped to a Box's bounds.
-    With `normalization`, observations and rewards are normalised (see the module docstring).
-    With render, `frames` holds each env's latest screen (see the module docstring). With vectorize false the
-    envs are a loop even where a vector env would serve. `sign_rewards` and `life_loss_done` change the
-    learning signal (see the module docstring).
-    """
+    """n environments of one described environment stepped together (one vector env, or a loop of envs: see the
+    module docstring); obs holds their current observations as the layout reads them. With render, `frames` holds
+    each env's latest screen (envs.loop). With life_loss_done, `BatchStep.life_lost` marks the steps that lost a
+    life (see the module docstring)."""
 
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any] | None, n: int, seed: int, rank: int = 0,
-                 normalization: Normalization | None = None, render: bool = False, vectorize: bool = True,
-                 sign_rewards: bool = False, life_loss_done: bool = False):
-        self.env_id, self.rank, self.normalization = env_id, rank, normalization
-        self.sign_rewards = sign_rewards
+    def __init__(self, env: EnvInfo, n: int, seed: int, rank: int = 0, render: bool = False,
+                 life_loss_done: bool = False):
+        self.env_id, self.rank = env.id, rank
+        self.layout, self.action_head = env.layout, env.action_head
         if render:  # offscreen: pygame's SDL then opens no window and looks for no display
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        vector = VectorEnvs.build(env_id, kwargs, n, rank) if vectorize and not render else None
+        vector = VectorEnvs.build(env, n, rank) if env.vectorize and not render else None
         self.vectorized = vector is not None
-        self._envs = vector if vector is not None else LoopEnvs(env_id, kwargs, n, rank, render)
+        self._envs = vector if vector is not None else LoopEnvs(env.id, env.kwargs, n, rank, render)
         self._n = n
-        try:
-            self.layout = ObservationLayout.of(self._envs.observation_space)
-            self.action_head = ActionHead(self._envs.action_space)
-        except SpaceError as exc:
-            self._envs.close()
-            raise EnvError(f"environment {env_id} (worker {rank}): {exc}") from None
-        self.action_space = self._envs.action_space
-        self.obs_shape: tuple[int, ...] = self.layout.shape
-        dtype = self.layout.dtype
-        self.obs = np.zeros((n, *self.obs_shape), dtype=dtype)
+        self.obs = np.zeros((n, *self.layout.shape), dtype=self.layout.dtype)
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
         self._life_lost = np.zeros(n, dtype=bool)
@@ -90,7 +75,7 @@ class EnvBatch:
         if life_loss_done:  # -1: not known yet (after a reset the next step's info tells)
             self._envs.lives = np.full(n, -1, dtype=np.int64)
             self._last_lives = self._envs.lives.copy()
-        self.obs[...] = self._observe(self._envs.reset(seed))
+        self.obs[...] = self.layout.batch(self._envs.reset(seed))
 
     def __len__(self) -> int:
         return self._n
@@ -106,12 +91,6 @@ class EnvBatch:
         assert isinstance(self._envs, LoopEnvs) and self._envs.frames is not None, "a batch made with render"
         return self._envs.frames
 
-    def _observe(self, observations: Any, update: bool = True) -> np.ndarray:
-        """Raw observations as a batch, normalised when the batch normalises (merged into the statistics when
-        `update`)."""
-        batch = self.layout.batch(observations)
-        return batch if self.normalization is None else self.normalization.observations(batch, update)
-
     def step(self, actions: np.ndarray) -> BatchStep:
         """Step every env with its action; finished episodes are reset and their stats returned."""
         observations, rewards, terminated, truncated, final = self._envs.step(self.action_head.for_env(actions))
@@ -125,15 +104,11 @@ class EnvBatch:
         self._returns[ended] = 0.0
         self._lengths[ended] = 0
         truncated_index = np.flatnonzero(truncated)
-        self.obs[...] = self._observe(observations)
+        self.obs[...] = self.layout.batch(observations)
         if self._last_lives is not None:
             self._lives_lost(ended)
-        if self.sign_rewards:
-            rewards = np.sign(rewards)
-        if self.normalization is not None:
-            rewards = self.normalization.rewards(rewards, terminated | truncated)
-        return BatchStep(rewards.astype(np.float32), terminated, truncated, truncated_index,
-                         self._observe([final[i] for i in truncated_index], update=False), ended.tolist(),
+        return BatchStep(rewards, terminated, truncated, truncated_index,
+                         self.layout.batch([final[i] for i in truncated_index]), ended.tolist(),
                          episode_returns, episode_lengths, self._life_lost.copy())
 
     def _lives_lost(self, ended: np.ndarray) -> None:
@@ -150,7 +125,4 @@ class EnvBatch:
         last[ended] = -1
 
     def close(self) -> None:
-        """Merge the steps' pending normalisation statistics, then close every env."""
-        if self.normalization is not None:
-            self.normalization.flush()
         self._envs.close()

@@ -31,7 +31,6 @@ class LoopEnvs:
                 kwargs = {**(kwargs or {}), "render_mode": "rgb_array"}
                 warnings.filterwarnings("ignore", message=".*render_mode='rgb_array' that is not in the possible")
             self.envs = [make_env(env_id, kwargs, rank) for _ in range(n)]
-        self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
         self.frames: list[Any] | None = [None] * n if render else None
         """With render: each env's latest rgb_array frame (see the module docstring); else None."""
 

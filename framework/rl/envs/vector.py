@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +23,8 @@ from gymnasium.vector import AutoresetMode
 
 from framework.rl.envs.cartpole_vector import SameStepCartPoleVectorEnv
 from framework.rl.envs.faults import EnvError
-from framework.rl.envs.ids import env_source, make_env
+from framework.rl.envs.ids import env_source
+from framework.rl.envs.info import EnvInfo
 
 SAME_STEP_VERSIONS = {CartPoleVectorEnv: SameStepCartPoleVectorEnv}
 """Vector entry points that reset one call late (NEXT_STEP), and the version of each that resets in the same
@@ -37,14 +38,14 @@ class VectorEnvs:
         self.vector_env, self.env_id, self.rank = vector_env, env_id, rank
         self.lives: np.ndarray | None = None
         """As LoopEnvs.lives, from the vector env's info["lives"]."""
-        self.observation_space = vector_env.single_observation_space
-        self.action_space = vector_env.single_action_space
 
     @classmethod
-    def build(cls, env_id: str, kwargs: Mapping[str, Any] | None, n: int, rank: int) -> "VectorEnvs | None":
-        """The vector env for env_id when one is registered, accepts kwargs, resets in the same step and has
-        the spaces of `make_env(env_id, kwargs)`; None otherwise (a loop of envs is then used)."""
-        source = env_source(env_id, kwargs)
+    def build(cls, env: EnvInfo, n: int, rank: int) -> "VectorEnvs | None":
+        """The vector env of n envs for the described environment when one is registered for its id, accepts its
+        kwargs, resets in the same step and has the environment's spaces; None otherwise (a loop of envs is then
+        used)."""
+        env_id = env.id
+        source = env_source(env_id, env.kwargs)
         spec = None if source.gym_id is None else gym.envs.registry.get(source.gym_id)
         if spec is None or spec.vector_entry_point is None:
             return None
@@ -63,10 +64,8 @@ class VectorEnvs:
             return None
         except (Exception, SystemExit) as exc:
             raise EnvError(f"environment {env_id} (worker {rank}) could not be built as a vector env: {exc}") from exc
-        single = make_env(env_id, kwargs=source.kwargs, rank=rank)
-        same = (single.observation_space == vector_env.single_observation_space
-                and single.action_space == vector_env.single_action_space)
-        single.close()
+        same = (env.layout.space == vector_env.single_observation_space
+                and env.action_head.space == vector_env.single_action_space)
         if same and vector_env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP:
             return cls(vector_env, env_id, rank)
         vector_env.close()

@@ -26,7 +26,8 @@ def _worker(**sections):
     model = A3C.build_model(config).share_memory()
     optimizer = A3C.build_optimizer(model, config).share_memory()
     stats = RunStats(1, A3C.metrics)
-    return Worker(A3C.build_model(config), WorkerContext(0, 123, config, model, optimizer, stats.writer(0))), model, stats
+    context = WorkerContext(0, 123, config, model, optimizer, stats.writer(0), A3C.build_shared(config, None, range(1)))
+    return Worker(A3C.build_model(config), context), model, stats
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
@@ -150,10 +151,22 @@ def test_orthogonal_init_gives_baselines_gains_and_zero_biases(env_id):
                            1e-4 * np.eye(default.pi.weight.shape[0]), atol=1e-5)
 
 
+def test_sign_reward_and_life_loss_change_what_the_learner_sees_not_the_episodes():
+    """The rollout's learning signal: the signs of the game's rewards, a lost life as the end of the learner's
+    episode; the episodes reported are the whole games, in the game's points."""
+    worker, _, stats = _worker(env={"id": "custom_envs:Lives", "kwargs": {"lives": 3, "life_steps": 2, "reward": 4.0},
+                                    "sign_reward": True, "life_loss_done": True}, algorithm={"n_steps": 6})
+    worker.rollout(worker.trajectory)
+    np.testing.assert_array_equal(worker.trajectory.rewards, 1.0)
+    np.testing.assert_array_equal(worker.trajectory.dones, np.array([[0, 1, 0, 1, 0, 1]] * 3).T)
+    returns, lengths = stats.new_episodes(np.zeros(1, dtype=np.int64))
+    assert returns.tolist() == [24.0] * 3 and lengths.tolist() == [6] * 3
+
+
 def test_uint8_frames_are_read_as_floats_by_the_first_convolution():
     worker, model, stats = _worker(env={"id": "vector_envs:Frames-v0"}, model={"lstm": True})
     first = worker.local.body[0]
-    assert isinstance(first, FrameConv2d) and worker.obs.dtype == np.uint8
+    assert isinstance(first, FrameConv2d) and worker.trajectory.obs.dtype == np.uint8
     frames = np.random.default_rng(0).integers(0, 256, (2, 2, 24, 24), dtype=np.uint8)
     scaled = framework.conv2d(framework.from_numpy(frames.astype(np.float32) / 255), first.weight, first.bias,
                               first.stride).detach().numpy()
@@ -233,8 +246,8 @@ def test_rollout_actions_are_fresh_samples_of_the_policy(continuous):
         worker.local.pi.bias.data_array[...] = [0.3] if continuous else [0.0, np.log(4.0)]
         if continuous:
             worker.local.log_std.data_array[...] = np.log(0.5)
-    worker.rollout()
-    actions = worker.actions.reshape(60, 16)
+    worker.rollout(worker.trajectory)
+    actions = worker.trajectory.actions.reshape(60, 16)
     if continuous:  # 960 samples: the mean within 4 standard errors, the spread within 10%
         assert abs(actions.mean() - 0.3) < 4 * 0.5 / np.sqrt(960) and abs(actions.std() - 0.5) < 0.05
     else:
@@ -253,18 +266,18 @@ def test_local_model_syncs_from_the_shared_arena():
 
 def test_truncation_bootstraps_from_the_last_observation():
     worker, _, _ = _worker(env={"kwargs": {"max_episode_steps": 3}}, algorithm={"n_steps": 3})
-    worker.rollout()
-    np.testing.assert_array_equal(worker.dones, [[0, 0, 0], [0, 0, 0], [1, 1, 1]])
-    np.testing.assert_array_equal(worker.rewards[:2], 1.0)
-    assert np.all(worker.rewards[2] != 1.0)  # 1 + gamma * V(last observation)
+    worker.rollout(worker.trajectory)
+    np.testing.assert_array_equal(worker.trajectory.dones, [[0, 0, 0], [0, 0, 0], [1, 1, 1]])
+    np.testing.assert_array_equal(worker.trajectory.rewards[:2], 1.0)
+    assert np.all(worker.trajectory.rewards[2] != 1.0)  # 1 + gamma * V(last observation)
 
 
 def test_a_lost_life_ends_the_learners_episode_and_rewards_are_signs():
     worker, _, _ = _worker(env={"id": "custom_envs:Lives", "kwargs": {"lives": 3, "life_steps": 2, "reward": 4.0},
                                 "sign_reward": True, "life_loss_done": True}, algorithm={"n_steps": 6})
-    worker.rollout()
-    np.testing.assert_array_equal(worker.dones, np.array([[0, 1, 0, 1, 0, 1]] * 3).T)
-    np.testing.assert_array_equal(worker.rewards, 1.0)
+    worker.rollout(worker.trajectory)
+    np.testing.assert_array_equal(worker.trajectory.dones, np.array([[0, 1, 0, 1, 0, 1]] * 3).T)
+    np.testing.assert_array_equal(worker.trajectory.rewards, 1.0)
 
 
 def test_non_finite_update_is_not_applied():

@@ -10,7 +10,7 @@ import yaml
 
 import framework
 from framework.rl.model import IMAGE_CONV, ActorCritic
-from framework.train.config import ConfigError, load_config
+from framework.train.config import ConfigError, load_config, validate
 from framework.rl.envs.extras import EXTRAS, extra_needed, missing_extra_message
 from train_cli import CHECKOUT, CONFIGS, run_cli
 
@@ -99,7 +99,9 @@ def test_atari_preprocessing_gives_stacked_84x84_frames():
     if not installed("atari"):
         pytest.skip("the atari extra (ale-py, opencv) is not installed")
     from framework.rl.envs.batch import EnvBatch
-    envs = EnvBatch("hogshare/Atari-v0", {"game": "ALE/Pong-v5", "frame_stack": 4}, 2, seed=0)
+    from framework.rl.envs.info import env_info
+    config = validate({"env": {"id": "hogshare/Atari-v0", "kwargs": {"game": "ALE/Pong-v5", "frame_stack": 4}}})
+    envs = EnvBatch(env_info(config), 2, seed=0)
     try:
         assert envs.obs.shape == (2, 4, 84, 84) and envs.obs.dtype == np.uint8 and envs.obs.max() > 0
         out = envs.step(np.zeros(2, dtype=np.int64))
