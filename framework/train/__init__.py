@@ -15,7 +15,8 @@ they raise for bad input.
 - `api`, `policy`, `policy_evaluation`: `run`, `read_checkpoint`; `load_policy`, `Policy` (acting, export
   to .safetensors); `evaluate_policy`;
 - `callbacks`, `trackers`: `Callback` and the seam the monitor calls them through; MLflow and W&B as callbacks;
-- `best_checkpoint`, `outcome`: checkpoints/best.npz (`trainer.keep_best`); the line a finished run ends with;
+- `best_checkpoint`, `outcome`: checkpoints/best.npz (`trainer.keep_best`); the final metrics and the line a
+  finished run ends with;
 - `tuning`, `tune_space`: `tune` on Optuna, and its search space;
 - `cli`: the `train`, `evaluate` and `tune` commands (`python -m framework.train` runs them too);
 - `trainer`: start-up (model, shared memory, checks, checkpoint), then the run directory and the monitor; `Run`,
@@ -23,7 +24,9 @@ they raise for bad input.
 - `startup`, `run_dir`, `resume`, `stop_signals`: room checks, the run directory, what a resume may change, and what
   each phase does with a stop signal;
 - `run_checkpoint`, `checkpoint`: what a run's checkpoint holds, its checks and restore; the file format;
-- `monitor`: the main process's loop (logging, checkpoints, evaluation, stopping);
+- `monitor`: the main process's loop over a run (what it decides, in what order), with `worker_exits` (report,
+  restart or stop), `carryover` (what a run carries across resumes), `run_log` (TensorBoard and callbacks every
+  interval), `periodic` (tasks due every so many seconds), `greedy_play` (evaluations and videos);
 - `backends`: where workers run (`local`: processes on this machine);
 - `tensorboard_writer`, `progress`: what the monitor works with.
 

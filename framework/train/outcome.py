@@ -1,13 +1,22 @@
-"""What `train` (and `run()` from Python) says when a run ends: the outcome line, and the commands that use the run
-next."""
+"""What a run's end says: the final/ metrics of its summary (TensorBoard's hparams, the trackers'), and what `train`
+(and `run()` from Python) prints: the outcome line, and the commands that use the run next."""
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 from framework.runtime.algorithm import Algorithm
 from framework.runtime.formatting import significant
 from framework.train.run_checkpoint import BEST
+
+
+def final_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """The final/ scalars of a run's summary (TensorBoard's hparams metrics, and the trackers')."""
+    metrics = {"final/mean_return": summary["mean_return"], "final/env_steps_per_s": summary["steps_per_second"],
+               "final/solved_at_seconds": summary["solved_at_seconds"]}
+    metrics.update({f"final/{k}": v for k, v in summary.get("evaluation", {}).items()})
+    return {k: v for k, v in metrics.items() if v is not None}
 
 
 def outcome_line(s: dict, algorithm: Algorithm, config: dict) -> str:

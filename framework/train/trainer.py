@@ -38,7 +38,8 @@ from framework.train.backends.base import Backend, Launch, share_model
 from framework.train.best_checkpoint import BestCheckpoint
 from framework.train.callbacks import Callback, RunHooks
 from framework.train.config import Config, ConfigError, config_text
-from framework.train.monitor import Monitor, RunState
+from framework.train.carryover import Carryover
+from framework.train.monitor import Monitor
 from framework.train.policy import Policy, load_policy
 from framework.train.progress import Output
 from framework.train.run_checkpoint import (CHECKPOINT, checkpoint_path, load_optimizer_state, max_checkpoint_bytes,
@@ -117,7 +118,7 @@ class Trainer:
                 if self.resume:
                     lock = run_dir.lock(self.run_dir)
                     held.callback(os.close, lock)
-                launch, run, backend = self._start_up()
+                launch, carryover, backend = self._start_up()
                 try:
                     writer = self._fill_run_directory(held)
                 except BaseException:
@@ -125,7 +126,7 @@ class Trainer:
                     raise
                 hooks = RunHooks([*self.callbacks, *trackers.build_trackers(self.config, self.run_dir, self.say)],
                                  say=self.say)
-                monitor = Monitor(launch, backend, run, writer, checkpoint_path(self.run_dir),
+                monitor = Monitor(launch, backend, carryover, writer, checkpoint_path(self.run_dir),
                                   self.run_dir / "summary.json", self.run_dir / run_dir.VIDEOS, say=self.say,
                                   stop_signal=self.stop_signal, progress_stream=self._log,
                                   interruptible=self.signals.raising, hooks=hooks, best=self._best_checkpoint(launch))
@@ -153,7 +154,7 @@ class Trainer:
             raise ConfigError(f"config key 'trainer.device': got {device!r}; allowed: cpu or cuda:0 to "
                               f"cuda:{count - 1} ({count} CUDA device{'s' if count > 1 else ''} here)")
 
-    def _start_up(self) -> tuple[Launch, RunState, Backend]:
+    def _start_up(self) -> tuple[Launch, Carryover, Backend]:
         """The shared model, optimizer and statistics, the run state and the backend, once the run can start."""
         cfg, tcfg = self.config, self.config["trainer"]
         check = self.signals.check
@@ -185,7 +186,7 @@ class Trainer:
         model, optimizer, stats = self._share(model, processes)
         plugin_state = {name: sharing.share_array(np.asarray(a)) for name, a in plugin_state.items()}
         check()
-        run = RunState(processes, self.algorithm.window(cfg))
+        carryover = Carryover(processes, self.algorithm.window(cfg))
         if saved is not None:
             path = checkpoint_path(self.run_dir)
             dropped = load_optimizer_state(optimizer, saved["optimizer"], path)
@@ -193,15 +194,15 @@ class Trainer:
                 self.say(f"resuming with the config's optimizer options: the saved {', '.join(dropped)} "
                          f"(not kept with these options) is dropped")
             restore_plugin_state(plugin_state, saved, path, cfg["algorithm"]["name"])
-            run.restore(saved["run"], stats)
-        checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * run.window.maxlen + (64 << 10)
+            carryover.restore(saved["run"], stats)
+        checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * carryover.window.maxlen + (64 << 10)
                             + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values())
                             + plugin_bytes)
         copies = 3 if tcfg["keep_best"] else 2  # the checkpoint and its temp file, and the best checkpoint
         startup.check_disk(self.run_dir if self.resume else Path(cfg["logging"]["logdir"]),
                            len(config_text(cfg)) + copies * checkpoint_bytes + startup.EVENTS_ROOM)
         check()
-        launch = Launch(cfg, self.algorithm, model, optimizer, stats, run.generations, roles=roles,
+        launch = Launch(cfg, self.algorithm, model, optimizer, stats, carryover.generations, roles=roles,
                         state=plugin_state)
         try:
             backend = backends.backend_class(tcfg["backend"])(launch)
@@ -213,7 +214,7 @@ class Trainer:
         except BaseException:
             backend.stop(0.0)
             raise
-        return launch, run, backend
+        return launch, carryover, backend
 
     def _share(self, model: Any, processes: int) -> tuple[Any, Any, RunStats]:
         """The model and optimizer in shared memory (on trainer.device), and the run statistics of `processes`."""

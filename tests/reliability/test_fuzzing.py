@@ -19,7 +19,7 @@ from framework.train.checkpoint import CheckpointError
 from framework.train.cli import evaluate_main, train_main
 from framework.train.config import (MAX_EVAL_EPISODES, MAX_SECONDS, ConfigError, full_schema, get_path,
                                     validate)
-from framework.train.monitor import RunState
+from framework.train.carryover import Carryover
 from framework.runtime.run_stats import RunStats
 from framework.runtime.schema import INT64_MAX, MAX_ITEMS, Field
 from framework.train.run_checkpoint import load_optimizer_state, read_checkpoint
@@ -344,7 +344,7 @@ def test_fuzz_mutated_real_checkpoints_resume_or_are_refused_in_one_line(example
     def restore():
         saved = read_checkpoint(run_dir, config, model)
         load_optimizer_state(optimizer, saved["optimizer"], run_dir / "checkpoints" / "checkpoint.npz")
-        RunState(2, 100).restore(saved["run"], RunStats(2, algorithm.metrics))
+        Carryover(2, 100).restore(saved["run"], RunStats(2, algorithm.metrics))
 
     try:
         peak = peak_bytes(restore)

@@ -6,7 +6,7 @@ import pytest
 
 from framework.train.backends.base import WorkerExit
 from framework.train.checkpoint import load_checkpoint
-from framework.train.monitor import exit_lines
+from framework.train.worker_exits import exit_lines
 from run_configs import cartpole_config
 from train_cli import cli_env, summary, train
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from framework.runtime.schema import one_line, printable
 from framework.train.callbacks import Callback
-from framework.train.monitor import final_metrics
+from framework.train.outcome import final_metrics
 from framework.train.run_checkpoint import BEST, CHECKPOINT
 from framework.train.run_dir import CONFIG_FILE
 
