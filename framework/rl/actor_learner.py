@@ -40,6 +40,7 @@ import numpy as np
 import framework
 from framework.device import to_host
 from framework.runtime.algorithm import Config, Role, WorkerContext
+from framework.runtime.profile import COPY, LEARN, WAIT
 from framework.runtime.schema import ConfigError, Field
 from framework.rl.algorithm import ROLLOUT_SCHEMA, ActorCriticAlgorithm, ActorCriticShared
 from framework.rl.diagnostics import explained_variance
@@ -127,6 +128,7 @@ class TrajectoryActor(RolloutWorker):
     def update(self) -> None:
         """Take a slot (bounded wait), sync, roll out into it, publish it."""
         stats = self.ctx.stats
+        self.profile.switch(WAIT)
         slot, waited, dropped = self.buffer.acquire(self.ctx.index, self.algo_cfg["max_actor_wait_s"],
                                                     stats.should_stop)
         stats.add_count("actor_wait_s", waited)
@@ -152,13 +154,16 @@ class Learner(LocalModelWorker, abc.ABC):
 
     def take_batch(self) -> dict[str, np.ndarray] | None:
         """The next batch of trajectories (copied out of the buffer, whose slots go back to their actors at
-        once); None when the run stopped while waiting."""
+        once); None when the run stopped while waiting. The wait is the profile's `wait`, the copy its `copy`, and
+        what follows (the learner's update) its `learn`."""
         a, stats = self.algo_cfg, self.ctx.stats
+        self.profile.switch(WAIT)
         slots, waited = self.buffer.take(self.ctx.index, a["batch_trajectories"], a["max_learner_wait_s"],
                                          stats.should_stop)
         stats.add_count("learner_wait_s", waited)
         if slots.size == 0:
             return None
+        self.profile.switch(COPY)
         try:
             batch = self.buffer.batch(slots)
         finally:
@@ -166,6 +171,7 @@ class Learner(LocalModelWorker, abc.ABC):
         cut = cut_nonfinite_steps(batch)
         if cut:
             stats.add_count("nonfinite_steps", cut)
+        self.profile.switch(LEARN)
         return batch
 
     def state0(self, batch: dict[str, Any], columns: Any = slice(None)) -> Any:

@@ -48,6 +48,7 @@ from framework.rl.normalization import Normalization
 from framework.rl.spaces import ActionHead
 from framework.rl.trajectories import Trajectory
 from framework.runtime.algorithm import WorkerContext, learning_rate
+from framework.runtime.profile import ACT, ENV, SYNC
 from framework.runtime.update import apply_gradient
 
 
@@ -69,6 +70,7 @@ class LocalModelWorker:
     def __init__(self, local: ActorCriticBase, ctx: WorkerContext, action_head: ActionHead):
         cfg = ctx.config
         self.ctx, self.algo_cfg = ctx, cfg["algorithm"]
+        self.profile = ctx.stats.profile
         self.opt_cfg, self.total_steps = cfg["optimizer"], cfg["trainer"]["total_steps"]
         self.device = ctx.device
         self.action_head = action_head
@@ -95,8 +97,11 @@ class LocalModelWorker:
         return framework.as_tensor(to_device(array, self.device))
 
     def sync(self) -> int:
-        """Copy the shared parameters into the local model (one copy); the run's update count at that moment."""
+        """Copy the shared parameters into the local model (one copy); the run's update count at that moment. Its
+        time is the profile's `sync`."""
+        interrupted = self.profile.switch(SYNC)
         self.local_arena.copy_from(self.shared_arena)
+        self.profile.switch(interrupted)
         return self.ctx.stats.global_updates()
 
     def forward_trajectories(self, obs: np.ndarray, state0: Any, dones: np.ndarray) -> tuple[Any, Any]:
@@ -161,7 +166,8 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
 
     def rollout(self, into: Trajectory) -> None:
         """Collect n_steps from every env with the local model into a trajectory (see the module docstring); count
-        the steps and finished episodes."""
+        the steps and finished episodes. Each step is the profile's `act` (the observations to actions), then its
+        `env` (the step, and writing it into the trajectory)."""
         gamma = self.algo_cfg["gamma"]
         self.state0 = self.state
         for view, state in zip(into.state0, self.state0 or ()):
@@ -171,13 +177,16 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
         lengths: list[int] = []
         noise = self._action_noise()
         into.obs[0] = self.current_obs
+        profile = self.profile
         with framework.no_grad():
             for t in range(self.T):
+                profile.switch(ACT)
                 choice = self.actor.choose(into.obs[t], self.state, noise=noise[t], log_probs=behaviour)
                 self.state = choice.state
                 into.actions[t] = choice.actions
                 if behaviour:
                     into.log_probs[t] = choice.log_probs
+                profile.switch(ENV)
                 out = self.envs.step(choice.actions)
                 into.obs[t + 1] = self.actor.observe(self.envs.obs, update=True)
                 ended = out.terminated | out.truncated

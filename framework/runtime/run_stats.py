@@ -3,8 +3,9 @@
 No queue traffic while training: each worker adds to its counters once per
 update, appends finished episodes to its own ring buffer, and sums the
 algorithm's per-update metrics (losses, entropy, ...) and its running counts
-(seconds waited, trajectories dropped). The monitor takes snapshots and turns
-differences between them into rates and means. Workers report metrics and
+(seconds waited, trajectories dropped), and each process keeps its profile
+there (`runtime.profile`: seconds per phase). The monitor takes snapshots and
+turns differences between them into rates and means. Workers report metrics and
 counts by name; a name the algorithm did not declare is an error. One writer
 per row, so no locks are needed; an update's counters and metric sums are
 written under a per-row sequence number (a seqlock) so that a snapshot never
@@ -19,6 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 import sharing
+from framework.runtime.profile import COLUMNS, Profile
 
 # Columns of the int64 counter table. SEQ is odd while the row's writer is in add_update.
 STEPS, UPDATES, EPISODES, SKIPPED, SKIP_STREAK, LAG_SUM, SEQ = range(7)
@@ -45,7 +47,8 @@ class RunStats:
         self.metric_sums = sharing.empty_shared((workers, max(1, len(self.metrics) + len(self.counts))), np.float64)
         self.episodes = sharing.empty_shared((workers, ring, 2), np.float64)  # (return, length)
         self.control = sharing.empty_shared((2,), np.int64)  # [stop requested, step budget]
-        for array in (self.counters, self.metric_sums, self.episodes, self.control):
+        self.profile = sharing.empty_shared((workers, COLUMNS), np.float64)  # seconds per phase, wall (profile)
+        for array in (self.counters, self.metric_sums, self.episodes, self.control, self.profile):
             array[...] = 0
         self.control[_BUDGET] = step_budget
 
@@ -53,9 +56,10 @@ class RunStats:
         """Workers start no rollout (or batch) once the run's total steps reach this (`trainer.total_steps`)."""
         self.control[_BUDGET] = steps
 
-    def writer(self, rank: int) -> "WorkerStats":
-        """The view a worker writes through."""
-        return WorkerStats(self, rank)
+    def writer(self, rank: int, started_at: float | None = None) -> "WorkerStats":
+        """The view a worker writes through; started_at: when its process was started (time.time(), by default
+        now), from which its profile counts its wall time."""
+        return WorkerStats(self, rank, started_at)
 
     def request_stop(self) -> None:
         """Ask every worker to finish its current update and return."""
@@ -79,7 +83,7 @@ class RunStats:
             if not (seq % 2).any() and (self.counters[:, SEQ] == seq).all():
                 break
             time.sleep(_SNAPSHOT_WAIT_S)
-        return StatsSnapshot(counters, sums)
+        return StatsSnapshot(counters, sums, self.profile.copy())
 
     def new_episodes(self, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(returns, lengths) finished since `seen` (per-worker episode counts, updated in place).
@@ -113,10 +117,12 @@ class RunStats:
 
 @dataclass
 class StatsSnapshot:
-    """Counters (workers x columns) and metric sums (workers x metrics) at one moment."""
+    """Counters (workers x columns), metric sums (workers x metrics) and the profile table (workers x phases and
+    wall: runtime.profile) at one moment."""
 
     counters: np.ndarray
     metric_sums: np.ndarray
+    profile: np.ndarray
 
     def total(self, column: int) -> int:
         """The sum of one counter column over workers."""
@@ -139,7 +145,9 @@ class StatsSnapshot:
 class WorkerStats:
     """One worker's row: what the algorithm calls once per rollout/update."""
 
-    def __init__(self, stats: RunStats, rank: int):
+    def __init__(self, stats: RunStats, rank: int, started_at: float | None = None):
+        self.profile = Profile(stats.profile[rank], started_at)
+        """This process's phase timer (runtime.profile)."""
         self._counters = stats.counters
         self._row = stats.counters[rank]
         self._sums = stats.metric_sums[rank]

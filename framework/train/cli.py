@@ -34,7 +34,7 @@ from framework.train import shipped_configs, video
 from framework.train.checkpoint import CheckpointError
 from framework.train.config import (CORE_SCHEMA, MAX_EVAL_EPISODES, ConfigError, apply_overrides, load_config,
                                     parse_override, string_override)
-from framework.train.outcome import next_steps, outcome_line
+from framework.train.outcome import next_steps, outcome_line, profile_line
 from framework.train.progress import Output, reopen_closed_streams
 from framework.train.resume import resumed_config
 from framework.train.run_checkpoint import CHECKPOINTS
@@ -167,8 +167,9 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     summary = result.summary
     after = next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir),
                        trainer.needs_trust_code)
-    print(f"{trainer.run_dir}: {outcome_line(summary, trainer.algorithm, trainer.config)}\n{after}",
-          file=Output(sys.stdout), flush=True)
+    profiled = profile_line(summary)
+    print(f"{trainer.run_dir}: {outcome_line(summary, trainer.algorithm, trainer.config)}\n"
+          f"{'' if profiled is None else profiled + chr(10)}{after}", file=Output(sys.stdout), flush=True)
     return result.exit_code
 
 

@@ -31,6 +31,7 @@ from typing import Any, Callable, ContextManager, TextIO
 
 import numpy as np
 
+from framework.runtime import profile
 from framework.runtime.formatting import finite_json
 from framework.runtime.run_stats import EPISODES, LAG_SUM, SKIP_STREAK, SKIPPED, STEPS, UPDATES, StatsSnapshot
 from framework.train.backends.base import Backend, BackendError, Launch
@@ -243,6 +244,13 @@ class Monitor:
             self.checkpoint_error = None
         self.hooks.checkpointed(self.checkpoint_file, snap.total(STEPS))
 
+    @staticmethod
+    def _profile(snap: StatsSnapshot) -> dict[str, Any]:
+        """summary.json's `profile`: this session's seconds per phase summed over the worker processes, and their
+        wall time (runtime.profile)."""
+        seconds, wall = profile.totals(snap.profile)
+        return {"seconds": {name: round(value, 3) for name, value in seconds.items()}, "wall_seconds": round(wall, 3)}
+
     def _summary(self, snap: StatsSnapshot, end: float, first: StatsSnapshot, reason: str | None) -> dict[str, Any]:
         session_s = max(end - self.start, 1e-9)
         updates = snap.total(UPDATES) - first.total(UPDATES)
@@ -262,6 +270,7 @@ class Monitor:
             "skipped_updates": snap.total(SKIPPED),
             "train": self.log.train_metrics,
             "counts": snap.count_totals(self.stats.metrics, self.stats.counts),
+            "profile": self._profile(snap),
             "worker_restarts": self.backend.restarts,
             "stop_reason": reason,
             "failure": self.failed,

@@ -35,6 +35,25 @@ def outcome_line(s: dict, algorithm: Algorithm, config: dict) -> str:
             f"target {solved}")
 
 
+def profile_line(s: dict) -> str | None:
+    """The run's profile in one line: each phase's share of the worker processes' wall time, the largest first,
+    and the share no phase accounts for (the processes' start); None when the run has none (no worker ran here)."""
+    profile = s.get("profile") or {}
+    wall = profile.get("wall_seconds") or 0.0
+    if wall <= 0:
+        return None
+    shares = sorted(((seconds / wall, name) for name, seconds in profile["seconds"].items() if seconds > 0),
+                    reverse=True)
+    unaccounted = max(0.0, 1.0 - sum(share for share, _ in shares))
+    return (f"profile of the workers' {wall:.1f} s: " + ", ".join(f"{name} {_percent(share)}" for share, name in shares)
+            + f"; {_percent(unaccounted)} in no phase (their processes' start)")
+
+
+def _percent(share: float) -> str:
+    """A share as a whole percentage, '<1%' for one that rounds to 0 but is not."""
+    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
+
+
 def next_steps(s: dict, config: dict, run_dir: Path, checkpoint: Path, trust_code: bool = False) -> str:
     """The lines after the outcome: where the checkpoint is and the commands that use the run next (a resume that
     would stop at once raises the budget that stopped it, to twice its value; --trust-code where the run's code

@@ -5,8 +5,10 @@ parameters' histograms every `logging.histogram_every` updates; at the end, the 
 An interval's scalars: its episodes' returns and lengths (episode/), the
 window's mean return, env steps and updates a second, the policy lag and
 skipped updates, the algorithm's per-update metrics averaged over the
-interval (train/), its running counts (perf/), its own scalars about the
-shared model, and the backend's metrics.
+interval (train/), its running counts (perf/), each phase's share of the
+worker processes' wall time in the interval (profile/<phase>:
+runtime.profile), its own scalars about the shared model, and the backend's
+metrics.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from framework.runtime import profile
 from framework.runtime.run_stats import LAG_SUM, SKIPPED, STEPS, UPDATES, StatsSnapshot
 from framework.train.backends.base import Backend, Launch
 from framework.train.callbacks import RunHooks
@@ -80,6 +83,9 @@ class RunLog:
         values["perf/skipped_updates"] = after.total(SKIPPED)
         values.update({f"train/{k}": v for k, v in train.items()})
         values.update({f"perf/{k}": v for k, v in after.count_totals(self.stats.metrics, self.stats.counts).items()})
+        seconds, wall = profile.totals(after.profile - before.profile)
+        if wall > 0:
+            values.update({f"profile/{name}": value / wall for name, value in seconds.items()})
         values.update(self.algorithm.scalars(self.model, self.cfg))
         values.update(self.backend.metrics())
         if self.writer is not None:

@@ -51,8 +51,10 @@ def test_a_run_names_its_directory_after_its_env_and_says_what_to_do_next(tmp_pa
     done, run = train(tmp_path, config)
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(r"a3c-cartpole-v1-\d{8}-\d{6}", run.name)
-    outcome, *after = done.stdout.splitlines()
+    outcome, profiled, *after = done.stdout.splitlines()
     assert outcome.startswith(f"{run}: total_steps reached; ") and " env steps, " in outcome
+    assert re.fullmatch(r"profile of the workers' [\d.]+ s: (\w+ (\d+|<1)%, )*\w+ (\d+|<1)%; (\d+|<1)% in no phase "
+                        r"\(their processes' start\)", profiled), profiled
     assert after[0] == f"checkpoint: {run / 'checkpoints' / 'checkpoint.npz'}"
     evaluate, tensorboard, resume = _next_commands(done.stdout)
     assert tensorboard == ["tensorboard", "--logdir", str(run.parent)]

@@ -24,6 +24,7 @@ from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
 from framework.rl.rollout import RolloutWorker
 from framework.rl.trajectories import Trajectory
+from framework.runtime.profile import LEARN
 
 
 class Worker(RolloutWorker):
@@ -60,6 +61,7 @@ class Worker(RolloutWorker):
         """Sync, roll out, compute the gradient, and apply it to the shared parameters if finite."""
         synced_at = self.sync()
         self.rollout(self.trajectory)
+        self.profile.switch(LEARN)
         self.local_arena.grad[...] = 0.0
         result = self.loss()
         if result is None:

@@ -17,6 +17,7 @@ import numpy as np
 
 import framework
 from framework.runtime.algorithm import WorkerContext, build_optimizer, learning_rate
+from framework.runtime.profile import LEARN
 from framework.runtime.update import apply_gradient
 from framework.algorithms.hogwild import datasets
 from framework.device import to_device
@@ -80,6 +81,7 @@ def run_dense(ctx: WorkerContext) -> None:
         optimizer = build_optimizer(model, ctx.config["optimizer"])
     grad = model.arena.grad
     loss_fn = framework.compile(classifier_loss) if ctx.config["trainer"]["compile"] else classifier_loss
+    ctx.stats.profile.switch(LEARN)  # each step reads the shared parameters as they are: no sync, no env
     for start, stop in steps.batches_forever():
         read_at = ctx.stats.global_updates()
         optimizer.zero_grad()
@@ -121,6 +123,7 @@ def run_sparse(ctx: WorkerContext) -> None:
     data = shared.shard(ctx.rank)
     steps = _Steps(ctx, len(data))
     w = ctx.model.weight.data_array
+    ctx.stats.profile.switch(LEARN)
     for start, stop in steps.batches_forever():
         read_at = ctx.stats.global_updates()
         lr = steps.lr()

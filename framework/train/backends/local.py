@@ -97,9 +97,10 @@ def main_module_reachable() -> Iterator[None]:
 
 
 def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, optimizer: Any, stats: RunStats,
-                 error: Any, shared: Any, state: dict[str, Any], role: Role, index: int) -> None:
-    """Entry point of a worker process: rank in the run, row in `stats`, `error` the pipe for its traceback; it
-    calls the plugin's method that its role names."""
+                 error: Any, shared: Any, state: dict[str, Any], role: Role, index: int, started_at: float) -> None:
+    """Entry point of a worker process: rank in the run, row in `stats`, `error` the pipe for its traceback,
+    started_at when the main process started it (its profile's wall time counts from there); it calls the plugin's
+    method that its role names, and publishes its profile however that ends."""
     lifecycle.die_with_parent()
     lifecycle.ignore_signals(WORKER_IGNORED)
     try:
@@ -107,8 +108,12 @@ def _worker_main(rank: int, row: int, seed: int, config: Config, model: Any, opt
         keep_freed_memory()
         use_device(config["trainer"]["device"])
         algorithm = algorithms.get(config["algorithm"]["name"])
-        ctx = WorkerContext(rank, seed, config, model, optimizer, stats.writer(row), shared, state, role.name, index)
-        getattr(algorithm, role.entry)(ctx)
+        ctx = WorkerContext(rank, seed, config, model, optimizer, stats.writer(row, started_at), shared, state,
+                            role.name, index)
+        try:
+            getattr(algorithm, role.entry)(ctx)
+        finally:
+            ctx.stats.profile.publish()
     except BaseException:
         error.send_bytes(traceback.format_exc().encode(errors="replace")[-TRACEBACK_BYTES:])
         raise SystemExit(1) from None
@@ -170,7 +175,7 @@ class LocalBackend(Backend):
         proc = self._context.Process(
             target=_worker_main, name=f"{launch.config['experiment']}-{role.name}-{index}", daemon=True,
             args=(rank, row, seed, launch.config, launch.model, launch.optimizer, launch.stats, writer,
-                  self._shared, launch.state, role, index))
+                  self._shared, launch.state, role, index, time.time()))
         try:
             with lifecycle.signals_blocked(WORKER_IGNORED), main_module_reachable():
                 proc.start()
