@@ -109,8 +109,19 @@ def test_each_layer_imports_only_the_layers_below_it(lower, forbidden):
     assert wrong == []
 
 
-def test_the_schema_imports_nothing_of_the_project():
-    assert _graph()["framework.runtime.schema"] == set()
+def test_the_schema_and_the_profile_import_nothing_of_the_project():
+    graph = _graph()
+    assert graph["framework.runtime.schema"] == set() and graph["framework.runtime.profile"] == set()
+
+
+def test_the_environments_know_nothing_of_models_acting_or_learning():
+    """rl/envs (a run's environment described once, and the batches workers step) imports of the training system
+    only itself, how spaces are read, and the runtime."""
+    graph = _graph()
+    allowed = ("framework.rl.envs", "framework.rl.spaces", "framework.runtime")
+    wrong = sorted(f"{m} -> {t}" for m in graph if _in(m, ("framework.rl.envs",))
+                   for t in graph[m] if _in(t, TRAINING) and not _in(t, allowed))
+    assert wrong == []
 
 
 def _fresh_python(code: str) -> str:
