@@ -1,4 +1,5 @@
-"""The actor-critic network of A3C, IMPALA and APPO: a body (convolutions for images, an MLP, optionally an LSTM cell) and two heads.
+"""The actor-critic network of A3C, IMPALA and APPO: a body (convolutions for images, an MLP, optionally an LSTM
+cell) and two heads.
 
 Acting runs the same layers as training (`policy` is `forward` without the
 value head), so a layer added to the body is used by both; workers run it
@@ -79,7 +80,8 @@ def _body(input_shape: tuple[int, ...], hidden: list[int], activation: str, conv
 
 
 class ActorCriticBase(nn.Module):
-    """What the actor-critic plugins call on a model; subclass it (or return a Module with the same members) from a model.factory.
+    """What the actor-critic plugins call on a model; subclass it (or return a Module with the same members) from a
+    model.factory.
 
     Shapes: B observations of the layout rl.spaces gives (`obs`: (B, *obs_shape), uint8 for uint8 images,
     else float32); `head` is the policy output, (B, size) with size = the action space's n (Discrete logits),

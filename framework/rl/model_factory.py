@@ -1,4 +1,5 @@
-"""`model.factory: module:function`: the user's own network for an actor-critic plugin, built and checked before a run starts.
+"""`model.factory: module:function`: the user's own network for an actor-critic plugin, built and checked before a
+run starts.
 
 The function is called as `function(observation_space, action_space, model_section)`: the observation
 space as the model reads it (rl.spaces.ObservationLayout: a Box of its shape and dtype), the env's action

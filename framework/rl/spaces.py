@@ -1,4 +1,5 @@
-"""How the actor-critic plugins read a gymnasium env's spaces: observations as one array per env, actions as a policy output.
+"""How the actor-critic plugins read a gymnasium env's spaces: observations as one array per env, actions as a
+policy output.
 
 Observations (`ObservationLayout`): Box spaces keep their shape, except
 (height, width, channels) images with 1 to 4 channels (CarRacing), which are
@@ -62,8 +63,8 @@ def _leaves(space: gym.Space, where: str) -> list[tuple[str, gym.Space]]:
         return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaves(sub, f"{where}[{i}]")]
     if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
         return [(where, space)]
-    raise SpaceError(f"observation space {space}{' at ' + where if where else ''}, which hogshare cannot read; allowed: "
-                     f"Box, Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of them (wrap the env in "
+    raise SpaceError(f"observation space {space}{' at ' + where if where else ''}, which hogshare cannot read; "
+                     f"allowed: Box, Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of them (wrap the env in "
                      f"gymnasium.wrappers.TransformObservation to turn it into a Box)")
 
 

@@ -41,8 +41,8 @@ class Carryover:
     def saved(self, snap: StatsSnapshot, wall_seconds: float, seed: int) -> dict[str, Any]:
         """The run part of a checkpoint at snap (what `restore` reads back)."""
         return {"env_steps": snap.total(STEPS), "updates": snap.total(UPDATES), "episodes": snap.total(EPISODES),
-                "skipped_updates": snap.total(SKIPPED), "wall_seconds": wall_seconds, "solved_at_seconds": self.solved_at,
-                "recent_returns": np.asarray(self.window, dtype=np.float64), "seed": seed,
+                "skipped_updates": snap.total(SKIPPED), "wall_seconds": wall_seconds,
+                "solved_at_seconds": self.solved_at, "recent_returns": np.asarray(self.window, dtype=np.float64), "seed": seed,
                 "generations": list(self.generations)}
 
     def add_returns(self, returns: np.ndarray, target: float | None, wall_seconds: float) -> None:

@@ -106,7 +106,8 @@ class Monitor:
                 snap = self.stats.snapshot()
                 self._collect_episodes()
                 now = time.monotonic()
-                reason = reason or self._stop_reason(snap, now) or ("workers finished" if backend.running == 0 else None)
+                reason = (reason or self._stop_reason(snap, now)
+                          or ("workers finished" if backend.running == 0 else None))
                 # the moment the run decides to stop is logged: the return curve holds the window that reached
                 # the target, whatever the episodes the workers finish after it do to the window
                 if reason is not None or self.log.due(now):

@@ -195,7 +195,8 @@ class Trainer:
                          f"(not kept with these options) is dropped")
             restore_plugin_state(plugin_state, saved, path, cfg["algorithm"]["name"])
             carryover.restore(saved["run"], stats)
-        checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * carryover.window.maxlen + (64 << 10)
+        checkpoint_bytes = (sum(v.nbytes for v in model_state(model).values()) + 8 * carryover.window.maxlen
+                            + (64 << 10)
                             + sum(a.nbytes for entry in optimizer.state.values() for a in entry.values())
                             + plugin_bytes)
         copies = 3 if tcfg["keep_best"] else 2  # the checkpoint and its temp file, and the best checkpoint

@@ -59,7 +59,8 @@ def test_workers_that_all_fail_before_a_step_stop_the_run_without_burning_restar
     done = run_cli(watch, "--config", config, "--logdir", logdir)
     assert done.returncode == 1, done.stderr
     assert re.search(r"^stopping the run \(2 failures, as many as the run has processes, before its first step: a "
-                     r"restart would fail alike\): worker \d raised an exception: framework\.rl\.envs\.faults\.EnvError: "
+                     r"restart would fail alike\): worker \d raised an exception: "
+                     r"framework\.rl\.envs\.faults\.EnvError: "
                      r"environment fault_envs:RaisingOnResetCartPole \(worker \d, env 0\) raised in reset",
                      done.stderr, re.MULTILINE), done.stderr
     summary = json.loads((only_run_dir(logdir) / "summary.json").read_text())

@@ -106,7 +106,8 @@ def test_worker_exception_is_reported_with_traceback_env_and_rank(logdir):
     assert done.returncode == 1
     assert re.search(r"^worker (\d) raised an exception: framework.rl.envs.faults.EnvError: environment "
                      r"fault_envs:RaisingCartPole-v0 \(worker \1, env \d\) raised in step: RuntimeError: injected "
-                     r"fault in step\nTraceback \(most recent call last\):", done.stderr, flags=re.MULTILINE), done.stderr
+                     r"fault in step\nTraceback \(most recent call last\):", done.stderr,
+                     flags=re.MULTILINE), done.stderr
     assert "\nRuntimeError: injected fault in step\n" in done.stderr  # the env's own traceback, chained
     assert "stopping the run (on_worker_failure: abort): worker" in done.stderr
     summary = _summary(only_run_dir(logdir))
@@ -120,8 +121,8 @@ def test_restart_policy_restarts_then_gives_up(logdir):
         trainer={**LONG, "workers": 1, "on_worker_failure": "restart", "max_restarts": 2}))
     done = run_cli("train", "--config", config, "--logdir", logdir)
     assert done.returncode == 1
-    reports = re.findall(r"^worker 0 raised an exception: framework.rl.envs.faults.EnvError: .* injected fault in step\n"
-                         r"Traceback", done.stderr, flags=re.MULTILINE)
+    reports = re.findall(r"^worker 0 raised an exception: framework.rl.envs.faults.EnvError: .* injected fault in "
+                         r"step\nTraceback", done.stderr, flags=re.MULTILINE)
     assert len(reports) == 3, done.stderr
     assert "restart 1 of at most 2" in done.stderr and "restart 2 of at most 2" in done.stderr
     assert "stopping the run (max_restarts (2) used up): worker 0 raised an exception" in done.stderr
