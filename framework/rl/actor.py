@@ -95,13 +95,13 @@ class Actor:
         """The policy's actions for a batch of observed observations (`observe`'s), greedy or drawn with noise
         (drawn here when None); with log_probs, their log-probabilities (see the module docstring)."""
         head, state = self.policy(to_device(obs, self.device), state)
-        log_std = self.model.log_std
+        log_std = None if self.model.log_std is None else self.model.log_std.data_array
         if deterministic:
             actions = self.action_head.greedy(head)
         else:
             if noise is None:
                 noise = self.action_head.draw_noise(head.shape[:1], head.dtype, self.device)
-            actions = self.action_head.sample(head, noise, None if log_std is None else log_std.data_array)
+            actions = self.action_head.sample(head, noise, log_std)
         behaviour = to_host(self.action_head.behaviour_log_prob(head, actions, log_std)) if log_probs else None
         return Choice(to_host(actions), behaviour, state)
 
