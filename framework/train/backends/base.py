@@ -23,8 +23,7 @@ import numpy as np
 
 from framework.plugin.algorithm import Algorithm, Role
 from framework.plugin.run_stats import RunStats
-
-Config = dict[str, Any]
+from framework.plugin.schema import Config
 
 
 def share_model(config: Config, algorithm: Algorithm, model: Any, workers: int) -> tuple[Any, Any, RunStats]:
