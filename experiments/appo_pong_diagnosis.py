@@ -9,7 +9,7 @@ the clip fraction and approximate KL (train/ scalars of its last logging interva
 ReLU layer of its final network are dead (output <= 0 on every one of 800 frames of random play: a dead unit
 gets no gradient and never comes back). The last variant is the shipped configs/appo_pong.yaml.
 
-usage: python experiments/appo_pong_diagnosis.py [--steps 150000]
+usage: python -m experiments.appo_pong_diagnosis [--steps 150000]
 writes experiments/results/appo_pong.md
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from common import REPO, load, markdown_table, scalar_events, train_run, write_result
+from experiments.common import REPO, load, markdown_table, scalar_events, train_run, write_result
 
 BEFORE = {
     "experiment": "appo-pong-before", "seed": 0,

@@ -1,30 +1,25 @@
 """Stable-Baselines3 A2C with rl-baselines3-zoo's hyperparameters for a task, for a number of wall seconds: its
-env steps/s, printed as one JSON line. Runs in a venv with `stable-baselines3[extra] rl_zoo3` (zoo.py calls it).
-
-usage: python sb3_a2c_speed.py ENV_ID SECONDS
+env steps/s, printed as one JSON line. Runs in a venv with `stable-baselines3[extra] rl_zoo3` (zoo.py calls it,
+from the checkout's root: `$HOGSHARE_SB3_PYTHON -m experiments.sb3_a2c_speed ENV_ID SECONDS`).
 
 rl-zoo's hyperparameters come from the a2c.yml that rl_zoo3 ships: the entry of ENV_ID, else of the same task
 under another version (HalfCheetah-v5 takes HalfCheetah-v4's or -v3's), else `atari` for a NoFrameskip id.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 import time
 from pathlib import Path
-
-import gymnasium
-import rl_zoo3
-import yaml
-from stable_baselines3 import A2C
-from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.env_util import make_atari_env, make_vec_env
-from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
+from typing import Any
 
 
 def hyperparameters(env_id: str) -> tuple[str, dict]:
     """(the a2c.yml key used, its entry) for env_id."""
+    import rl_zoo3
+    import yaml
+
     table = yaml.load((Path(rl_zoo3.__file__).parent / "hyperparams" / "a2c.yml").read_text(), Loader=yaml.UnsafeLoader)
     if env_id in table:
         return env_id, dict(table[env_id])
@@ -45,23 +40,34 @@ def schedule(value: object) -> object:
     return value
 
 
-class StopAfter(BaseCallback):
-    """Stops training after `seconds` of it."""
+def stop_after(seconds: float) -> Any:
+    """An SB3 callback that stops training after `seconds` of it (`.started`: when training started)."""
+    from stable_baselines3.common.callbacks import BaseCallback
 
-    def __init__(self, seconds: float):
-        super().__init__()
-        self.seconds = seconds
-        self.started = 0.0
+    class StopAfter(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.started = 0.0
 
-    def _on_training_start(self) -> None:
-        self.started = time.perf_counter()
+        def _on_training_start(self) -> None:
+            self.started = time.perf_counter()
 
-    def _on_step(self) -> bool:
-        return time.perf_counter() - self.started < self.seconds
+        def _on_step(self) -> bool:
+            return time.perf_counter() - self.started < seconds
+    return StopAfter()
 
 
 def main() -> None:
-    env_id, seconds = sys.argv[1], float(sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("env_id", help="the task, as gymnasium (or, for Atari, rl-zoo) names it")
+    parser.add_argument("seconds", type=float, help="seconds of training")
+    args = parser.parse_args()
+    import gymnasium
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
+
+    env_id, seconds = args.env_id, args.seconds
     key, params = hyperparameters(env_id)
     for unused in ("n_timesteps", "env_wrapper"):
         params.pop(unused, None)
@@ -88,7 +94,7 @@ def main() -> None:
     if normalize:
         env = VecNormalize(env, **(normalize if isinstance(normalize, dict) else {}))
     model = A2C(policy, env, device="cpu", **params)
-    stop = StopAfter(seconds)
+    stop = stop_after(seconds)
     model.learn(total_timesteps=10**9, callback=stop)
     elapsed = time.perf_counter() - stop.started
     print(json.dumps({"hyperparameters": f"a2c.yml {key}, {n_envs} envs", "seconds": elapsed,

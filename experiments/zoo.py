@@ -15,9 +15,9 @@ Stable-Baselines3's A2C with rl-zoo's hyperparameters (in the interpreter HOGSHA
 ../shared/baselines/README.md). The learning runs' own rate is shown beside it: it counts whatever else the
 machine ran meanwhile. --speed-only times a measured row without training it again.
 
-usage: python experiments/zoo.py --task halfcheetah [--seeds 3] [--first-seed 0] [--max-seconds S]
+usage: python -m experiments.zoo --task halfcheetah [--seeds 3] [--first-seed 0] [--max-seconds S]
            [--speed-seconds 60 [--speed-only]] [--set KEY=VALUE ...]
-       python experiments/zoo.py --write     (only rewrite zoo.md and the plots from zoo.json)
+       python -m experiments.zoo --write     (only rewrite zoo.md and the plots from zoo.json)
 """
 from __future__ import annotations
 
@@ -27,15 +27,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, RESULTS, load, machine_line, markdown_table, steady_mean, train_run, window_events
-
-sys.path.insert(0, str(REPO))  # this checkout's framework scores the runs it trained
+from experiments.common import (REPO, RESULTS, load, machine_line, markdown_table, steady_mean, train_run,
+                                window_events)
 
 SB3_PYTHON = os.environ.get("HOGSHARE_SB3_PYTHON", "/tmp/sb3/bin/python")
 RUNS = REPO / "runs" / "zoo"
@@ -100,8 +98,8 @@ TRIED = {
             "RMSprop in TensorFlow's form (`rmsprop_tf_like`) and the lr decaying to 0 over the 10 M steps, the mean "
             "return rose from -21 to -10 by 4 M steps, then only to 3.4 at 10 M (2.2 hours, the cores shared with "
             "the MuJoCo rows): that run is the row above (`--set optimizer.lr_decay=linear`). The shipped config "
-            "keeps the lr constant, as rl-zoo's A2C on Atari does; it has not yet been run to 10 M steps (`python "
-            "experiments/zoo.py --task pong`, about 1.5 hours alone on 2 cores).",
+            "keeps the lr constant, as rl-zoo's A2C on Atari does; it has not yet been run to 10 M steps (`python -m "
+            "experiments.zoo --task pong`, about 1.5 hours alone on 2 cores).",
     "breakout": "IMPALA's Pong config with the game changed, and the learning signals of rl-zoo's AtariWrapper: "
                 "rewards' signs and a lost life as the end of the learner's episode (`env.sign_reward`, "
                 "`env.life_loss_done`); its returns are whole games in points, as rl-zoo's. As first measured, on "
@@ -121,7 +119,6 @@ TRIED = {
                 "3 seeds score 3.8 times what A3C's did, and 64% of rl-zoo's PPO figure; every seed's training return "
                 "was still climbing over the budget's last 400 k steps (the plot).",
 }
-SB3_PROGRAM = Path(__file__).with_name("sb3_a2c_speed.py")
 
 
 def train(task: Task, seed: int, logdir: Path, max_seconds: float, overrides: list[str]) -> Path:
@@ -186,8 +183,8 @@ def sb3_speed(task: Task, seconds: float) -> dict:
     if not Path(SB3_PYTHON).exists():
         raise SystemExit(f"--speed-seconds: no interpreter at {SB3_PYTHON}; set HOGSHARE_SB3_PYTHON to a venv with "
                          f"stable-baselines3[extra] and rl_zoo3")
-    done = subprocess.run([SB3_PYTHON, str(SB3_PROGRAM), task.zoo_env if task.atari else task.env_id,
-                           str(seconds)], capture_output=True, text=True, timeout=seconds + 600)
+    done = subprocess.run([SB3_PYTHON, "-m", "experiments.sb3_a2c_speed", task.zoo_env if task.atari else task.env_id,
+                           str(seconds)], capture_output=True, text=True, timeout=seconds + 600, cwd=REPO)
     if done.returncode != 0:
         raise SystemExit(f"sb3_a2c_speed.py failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -260,7 +257,7 @@ def write(results: dict) -> Path:
         f"(2 workers on this machine's 2 cores), then plays {EVAL_EPISODES} greedy episodes as `evaluate` does; "
         "for Atari, the mean of the last 100 training episodes (sampled actions). The return column is mean ± std "
         "over seeds. Speed: each side alone on the machine for the seconds each row gives (`--speed-seconds`), and the "
-        "learning runs' own rate, which counts whatever else ran beside them. `python experiments/zoo.py --task "
+        "learning runs' own rate, which counts whatever else ran beside them. `python -m experiments.zoo --task "
         "NAME --seeds N` measures a row; each row says when and how loaded the machine was below.", "",
         table, "",
     ]
