@@ -59,8 +59,9 @@ from pathlib import Path
 
 import yaml
 
-from experiments.common import (REPO, RESULTS, load, machine_line, markdown_table, plot_pong_curves, plot_return_curves,
-                    return_curve, steady_mean, train_run, window_events, write_result)
+from experiments.common import (REPO, RESULTS, load, machine_line, markdown_table, plot_pong_curves,
+                                plot_return_curves, return_curve, steady_mean, train_run, window_events,
+                                write_result)
 
 CONFIGS = REPO / "configs"
 JSON = RESULTS / "actor_learner.json"

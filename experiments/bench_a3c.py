@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from experiments.common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_return_curves, return_curve, run_baseline,
-                    torch_available, write_result)
+from experiments.common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_return_curves, return_curve,
+                                run_baseline, torch_available, write_result)
 
 CONFIG = REPO / "configs" / "a3c.yaml"
 TARGET_SPEED, TARGET_SOLVE = 10.0, 1 / 5

@@ -44,8 +44,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from experiments.common import (REPO, TORCH_PYTHON, Side, best_time, conv_body, load, markdown_table,  # noqa: E402
-                    profile_table, serve, torch_available, write_result)
+from experiments.common import (REPO, TORCH_PYTHON, Side, best_time, conv_body, load,  # noqa: E402
+                                markdown_table, profile_table, serve, torch_available, write_result)
 
 NETWORKS: Dict[str, Dict[str, Any]] = {
     "a3c": {"frames": 4, "convs": [[16, 8, 4], [32, 4, 2]], "hidden": [256], "heads": [6, 1], "scale": 1 / 255},

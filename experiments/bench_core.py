@@ -146,7 +146,8 @@ def main() -> None:
     note = (f"Time per training step (forward, loss, backward, optimizer step), one BLAS/OpenMP thread on both "
             f"sides, in {args.rounds} rounds that time each side in turn (one run after a warm-up per case); the "
             f"figures are medians of the rounds, each ratio the median of the rounds' ratios. torch " +
-            ("ran `experiments/torch_core_reference.py` (the baselines' networks) in each round." if theirs else "is not available here (n/a)."))
+            ("ran `experiments/torch_core_reference.py` (the baselines' networks) in each round."
+             if theirs else "is not available here (n/a)."))
     prof = profile_table(actor_critic_step(1, True), max(args.steps // 2, 200))
     write_result("core", "Tensor/autograd/optim core: time per training step vs PyTorch", [
         "## Per-step time", note, "", table,

@@ -36,8 +36,8 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 
 import sharing
-from experiments.common import (BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, run_baseline, torch_available,
-                    write_result)
+from experiments.common import (BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, run_baseline,
+                                torch_available, write_result)
 from sharing import room
 
 SIZES = {"4 KiB": 4 << 10, "4 MiB": 4 << 20, "256 MiB": 256 << 20, "1 GiB": 1 << 30}

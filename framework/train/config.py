@@ -134,11 +134,11 @@ CORE_SCHEMA: dict[str, Any] = {
         "eval_episodes": Field("int", 10, low=1, high=MAX_EVAL_EPISODES,
                                doc="episodes of each of the run's evaluations"),
         "eval_max_steps": Field("int", 100_000, low=1, high=MAX_STEPS,
-                                doc="steps of an evaluation episode at most (also `evaluate`'s default): one that never ends is cut "
-                                    "there and counts its return so far"),
+                                doc="steps of an evaluation episode at most (also `evaluate`'s default): one "
+                                    "that never ends is cut there and counts its return so far"),
         "eval_max_seconds": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS,
-                                  doc="seconds of an evaluation's episodes, played together, at most (also `evaluate`'s "
-                                      "default)"),
+                                  doc="seconds of an evaluation's episodes, played together, at most (also "
+                                      "`evaluate`'s default)"),
         "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=MAX_JOIN_TIMEOUT_S,
                                 doc="how long stopping workers may take before they are terminated"),
         "compile": Field("bool", True,
