@@ -184,7 +184,9 @@ def test_an_update_changes_the_shared_parameters_and_reports(sections):
     assert np.isfinite(model.arena.data).all()
     snap = stats.snapshot()
     assert snap.total(UPDATES) == 3 and snap.total(SKIPPED) == 0
-    policy_loss, value_loss, entropy, grad_norm, lr = snap.metric_sums[0] / 3
+    means = dict(zip(stats.metrics, snap.metric_sums[0] / 3))
+    value_loss, entropy, grad_norm, lr = (means[k] for k in ("value_loss", "entropy", "grad_norm", "lr"))
+    assert means["explained_variance"] <= 1
     assert value_loss > 0 and grad_norm > 0 and lr == pytest.approx(worker.opt_cfg["lr"])
     assert entropy != 0
 
