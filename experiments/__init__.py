@@ -4,5 +4,5 @@
 
 Each script writes its page under experiments/results/ (see experiments/README.md). The package imports
 nothing itself: importing a script costs its own imports only, and scripts meant for another interpreter
-(torch_*_reference, sb3_a2c_speed, cuda_ipc_smoke) import that interpreter's libraries when they run.
+(torch_*_reference, sb3_speed, cuda_ipc_smoke) import that interpreter's libraries when they run.
 """

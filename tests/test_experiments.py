@@ -34,7 +34,7 @@ def _results() -> dict[str, int]:
 
 
 def test_the_scripts_are_found():
-    assert {"bench_a3c", "bench_compile", "torch_core_reference", "sb3_a2c_speed"} <= set(SCRIPTS)
+    assert {"bench_a3c", "bench_compile", "torch_core_reference", "sb3_speed"} <= set(SCRIPTS)
 
 
 def test_every_module_imports_without_touching_sys_path_or_another_venvs_libraries():
