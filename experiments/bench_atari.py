@@ -10,6 +10,9 @@ Measured one after the other on the same machine, each alone:
     2 SECONDS` (same network, n-step and worker count; hogshare steps several
     envs per worker), then the shipped config as it is (the A3C paper's
     feed-forward agent, n-step 5: the one that learns Pong on 2 cores);
+  * the Atari configs users train (what `train --env ALE/Pong-v5` and `ALE/Breakout-v5` pick, and
+    configs/appo_pong.yaml), each for --seconds, against their env stepped alone on the same cores by as many
+    processes as they have actors (the goal: 50% of it);
   * where the workers' time went in those two runs, from their own profiles
     (summary.json's `profile`: seconds per phase summed over the workers,
     `common.run_profile`), as milliseconds per env step: stepping the envs,
@@ -40,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from experiments.common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_pong_curves, run_baseline,
                                 run_profile, this_command, torch_available, write_result)
@@ -90,6 +94,102 @@ def env_alone(seconds: float, envs: int) -> dict:
     result["vector_envs"] = envs
     vector.close()
     return result
+
+
+# ---- the shipped Atari configs against the env alone on both cores ---------------------------------------
+SHIPPED = (("`train --env ALE/Pong-v5`", "ALE/Pong-v5", None),
+           ("`train --env ALE/Breakout-v5`", "ALE/Breakout-v5", None),
+           ("`train --config configs/appo_pong.yaml`", None, "appo_pong.yaml"))
+"""The Atari configs users train (what `train --env` picks for each game, and APPO's Pong config) whose env
+steps/s are set against the env alone on the same cores."""
+TARGET_SHARE = 0.50
+WARMUP_S = 15.0
+
+
+def _step_alone(env_id: str, kwargs: dict, envs: int, seconds: float, out: Any) -> None:
+    """One process: a batch of `envs` games as training steps them (EnvBatch: the same vector env and
+    preprocessing), random actions for `seconds`; its env steps/s into `out`."""
+    import numpy as np
+
+    from framework.rl.envs import EnvBatch
+
+    batch = EnvBatch(env_id, kwargs, envs, seed=os.getpid())
+    rng = np.random.default_rng(os.getpid())
+    n, actions = 0, batch.action_head.size
+    for _ in range(20):
+        batch.step(rng.integers(0, actions, envs))
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch.step(rng.integers(0, actions, envs))
+        n += envs
+    out.put(n / (time.perf_counter() - start))
+    batch.close()
+
+
+def env_alone_processes(env_id: str, kwargs: dict, envs: int, processes: int, seconds: float) -> float:
+    """Env steps/s of `processes` processes at once, each stepping `envs` games with random actions: what the
+    cores can emulate with nothing else to do."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    workers = [context.Process(target=_step_alone, args=(env_id, kwargs, envs, seconds, out))
+               for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    rates = [out.get(timeout=seconds + 300) for _ in workers]
+    for worker in workers:
+        worker.join()
+    return sum(rates)
+
+
+def shipped_shares(seconds: float, quiet: float, patience_s: float) -> list[dict]:
+    """Each shipped Atari config trained alone for `seconds` (its steady env steps/s past WARMUP_S), and its env
+    stepped alone by as many processes as it has actors, each with its games."""
+    import yaml
+
+    from experiments.common import steady_mean
+    from framework.train.shipped_configs import choose
+
+    found = []
+    for label, env_id, config_name in SHIPPED:
+        path = REPO / "configs" / config_name if config_name else Path(choose(env_id, {}).path)
+        config = yaml.safe_load(path.read_text())
+        env = config["env"]
+        with tempfile.TemporaryDirectory() as tmp:
+            wait_for_quiet(quiet, patience_s)
+            command = [sys.executable, "-m", "framework.train", "train", "--logdir", tmp,
+                       *(["--env", env_id] if env_id else ["--config", str(path)]),
+                       "--set", f"trainer.max_seconds={seconds}", "--set", "trainer.target_return=null",
+                       "--set", "logging.progress=false", "--set", "logging.log_every_s=1"]
+            started = load()
+            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=seconds + 600)
+            if done.returncode != 0:
+                raise RuntimeError(f"{label} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+            run_dir = next(p for p in Path(tmp).iterdir() if p.is_dir())
+            trained = steady_mean(run_dir, "perf/env_steps_per_s", WARMUP_S)
+        wait_for_quiet(quiet, patience_s)
+        alone = env_alone_processes(env["id"], env.get("kwargs", {}), env["envs_per_worker"],
+                                    config["trainer"]["workers"], 20.0)
+        found.append({"label": label, "config": path.name, "model": config["model"].get("conv", "a3c"),
+                      "trained": trained, "alone": alone, "actors": config["trainer"]["workers"],
+                      "envs": env["envs_per_worker"], "load": started})
+        print(f"{label}: {trained:,.0f} env steps/s against {alone:,.0f} alone", flush=True)
+    return found
+
+
+def share_section(shares: list[dict]) -> list[str]:
+    """The shipped configs' env steps/s as a share of the env alone on the same cores."""
+    rows = [[s["label"], f"`{s['config']}` ({s['model']} network)", f"{s['trained']:,.0f}",
+             f"{s['alone']:,.0f} ({s['actors']} processes x {s['envs']} games)", f"{s['trained'] / s['alone']:.0%}",
+             "yes" if s["trained"] >= TARGET_SHARE * s["alone"] else "no", s["load"]] for s in shares]
+    return ["## The shipped Atari configs against the env alone",
+            f"Each config trained alone for its seconds (its steady env steps/s, past its first {WARMUP_S:g} s), "
+            "then its env stepped alone on the same cores: as many processes as the config has actors, each stepping "
+            "its games as training does (EnvBatch: the same AtariVectorEnv and preprocessing) with random actions, "
+            f"for 20 s. The goal is {TARGET_SHARE:.0%}.",
+            markdown_table(["what", "config", "env steps/s training", "env alone", "share", "goal met",
+                            "1-min load before"], rows)]
 
 
 # ---- training: hogshare and the reference --------------------------------------------------------------------
@@ -150,6 +250,7 @@ def measure(seconds: float, part_seconds: float, quiet: float, patience_s: float
         wait_for_quiet(quiet, patience_s)
         speed["shipped"] = train_ours(seconds, Path(tmp))
     print(f"hogshare, the shipped config: {speed['shipped']['steps_per_second']:.0f} env steps/s", flush=True)
+    speed["shares"] = shipped_shares(seconds, quiet, patience_s)
     return speed
 
 
@@ -360,7 +461,8 @@ def main() -> None:
         plot_learning(curve, RESULTS / "atari_learning.png")
     learning = learning_section(curve) if curve is not None else kept_learning_section()
     path = write_result("atari", "A3C on Atari Pong: hogshare against the PyTorch reference",
-                        speed_sections(speed) + learning, command=speed["command"])
+                        speed_sections(speed) + share_section(speed.get("shares", [])) + learning,
+                        command=speed["command"])
     print(f"wrote {path}")
 
 
