@@ -32,7 +32,7 @@ from all parts measured so far:
   recorded with it, so it can be measured elsewhere and merged
   (--merge-scaling FILE takes the scaling part of another actor_learner.json).
 
-usage: python experiments/actor_learner.py [--parts learning,lag,throughput,pong] [--seeds 3] [--first-seed 0]
+usage: python -m experiments.actor_learner [--parts learning,lag,throughput,pong] [--seeds 3] [--first-seed 0]
            [--tasks cartpole,lunarlander]
            [--lag-actors 2,8,16] [--lag-seconds-cartpole 30] [--lag-seconds-lunarlander 240]
            [--throughput-seconds 40] [--sf-python /tmp/sf/bin/python]
@@ -59,8 +59,9 @@ from pathlib import Path
 
 import yaml
 
-from common import (REPO, RESULTS, load, machine_line, markdown_table, plot_pong_curves, plot_return_curves,
-                    return_curve, steady_mean, train_run, window_events, write_result)
+from experiments.common import (REPO, RESULTS, load, machine_line, markdown_table, plot_pong_curves,
+                                plot_return_curves, return_curve, steady_mean, train_run, window_events,
+                                write_result)
 
 CONFIGS = REPO / "configs"
 JSON = RESULTS / "actor_learner.json"
@@ -310,9 +311,33 @@ def lag_section(results: dict, actor_counts: list[int], seconds: dict[str, float
             f"The CartPole and LunarLander configs with more and more actors (A3C: workers) on the same 2 cores, seed "
             f"0, one run each for a fixed budget ({budgets}), stopping at the target. Each cell: when the target was "
             f"reached (or, when it was not, the mean return of the last 100 episodes at the end), and the mean "
-            f"policy lag in updates. More processes than cores lag further behind: the point is where the V-trace "
-            f"correction keeps learning while the uncorrected learner and A3C degrade.", "",
+            f"policy lag in updates. More processes than cores lag further behind. "
+            + " ".join(_lag_outcome(results, task, actor_counts) for task in TASKS), "",
             markdown_table(["task", "algorithm", *[f"{n} actors" for n in actor_counts]], rows), ""]
+
+
+LAG_VARIANTS = {"impala": "IMPALA with V-trace", "impala-no-vtrace": "IMPALA with `vtrace: false`", "a3c": "A3C"}
+"""The policy-lag part's variants, as its prose names them."""
+
+
+def _lag_outcome(results: dict, task: str, actor_counts: list[int]) -> str:
+    """Which variants reached the task's target at every actor count, and where the others did not, in words."""
+    everywhere, missed = [], []
+    for variant, name in LAG_VARIANTS.items():
+        runs = {n: results[f"{task}/{variant}/{n}"] for n in actor_counts if f"{task}/{variant}/{n}" in results}
+        failed = [f"with {n} actors (a mean return of {r['mean_return']:.0f} at the end)" for n, r in runs.items()
+                  if r["solved_at_seconds"] is None]
+        if failed:
+            missed.append(f"{name} did not " + " or ".join(failed))
+        elif runs:
+            everywhere.append(name)
+    said = [f"{_listed(everywhere)} reached the target at every count"] if everywhere else []
+    return f"{TASKS[task][0]}: " + "; ".join(said + missed) + "."
+
+
+def _listed(names: list[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def throughput_section(results: dict, seconds: float) -> list[str]:
@@ -462,7 +487,7 @@ def write_page(data: dict) -> Path:
         sections += scaling_section(data["scaling"])
         plot_scaling(data["scaling"])
     return write_result("actor_learner", "A3C, IMPALA and APPO on 2 cores, and IMPALA on 16", ["\n".join(sections)],
-                        command="python experiments/actor_learner.py")
+                        command="python -m experiments.actor_learner")
 
 
 def main() -> None:

@@ -3,12 +3,13 @@
 The config that did not learn in 65 minutes (-20.4 after 3.6 M env steps) is kept here as BEFORE: A2C's
 RMSprop at 7e-4 in torch's form, 2 epochs x 2 minibatches of whole 5-step trajectories over batches of 80
 samples (4 updates per 80 env steps, advantages normalised over 40 samples), clip 0.1. Each variant trains for
---seconds; then the page records, at its end: the policy's entropy, the explained variance of its value targets,
+--steps env steps (its lr held at its initial value: the first 150,000 steps of the configs' linear decays over 10 M
+or 40 M stay within 1.5% of it); then the page records, at its end: the policy's entropy, the explained variance of its value targets,
 the clip fraction and approximate KL (train/ scalars of its last logging interval), and how many units of each
 ReLU layer of its final network are dead (output <= 0 on every one of 800 frames of random play: a dead unit
 gets no gradient and never comes back). The last variant is the shipped configs/appo_pong.yaml.
 
-usage: python experiments/appo_pong_diagnosis.py [--seconds 200]
+usage: python -m experiments.appo_pong_diagnosis [--steps 150000]
 writes experiments/results/appo_pong.md
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from common import REPO, load, markdown_table, scalar_events, train_run, write_result
+from experiments.common import REPO, load, markdown_table, scalar_events, train_run, write_result
 
 BEFORE = {
     "experiment": "appo-pong-before", "seed": 0,
@@ -79,15 +80,16 @@ def dead_units(run_dir: Path) -> list[str]:
     return found
 
 
-def measure(sets: list[str], base: dict | None, seconds: float, logdir: Path) -> list[object]:
-    """Train one variant for `seconds`; its row of the table."""
+def measure(sets: list[str], base: dict | None, steps: int, logdir: Path) -> list[object]:
+    """Train one variant for `steps` env steps; its row of the table."""
     if base is None:
         config = REPO / "configs" / "appo_pong.yaml"
         sets = [*sets, "trainer.target_return=null", "logging.progress=false", "logging.log_every_s=10"]
     else:
         config = logdir / "config.yaml"
         config.write_text(yaml.safe_dump(base))
-    run_dir = train_run(config, [*sets, f"trainer.max_seconds={seconds}"], logdir / "run", seconds + 300)
+    sets = [*sets, f"trainer.total_steps={steps}", "trainer.max_seconds=7200", "optimizer.lr_decay=none"]
+    run_dir = train_run(config, sets, logdir / "run", 7500)
     summary = json.loads((run_dir / "summary.json").read_text())
     last = [scalar_events(run_dir, tag) for tag in TAGS]
     values = [f"{events[-1].value:.3g}" if events else "-" for events in last]
@@ -98,17 +100,17 @@ def measure(sets: list[str], base: dict | None, seconds: float, logdir: Path) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=200.0, help="training time per variant (default 200)")
+    parser.add_argument("--steps", type=int, default=150_000, help="env steps per variant (default 150000)")
     args = parser.parse_args()
     rows = []
     for name, base, sets in VARIANTS:
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append([name, *measure(list(sets), base, args.seconds, Path(tmp))])
+            rows.append([name, *measure(list(sets), base, args.steps, Path(tmp))])
             print(" | ".join(map(str, rows[-1])), flush=True)
     table = markdown_table(["variant", "env steps", "entropy (first → last)", "explained variance", "clip fraction",
                             "approx KL", "policy lag", "dead units: conv 1 / conv 2 / dense", "mean return"], rows)
     write_result("appo_pong", "APPO on Pong: why the first config did not learn", [
-        f"Each variant trained for {args.seconds:.0f} s on seed 0 ({load()} at the end). Dead units: ReLU units "
+        f"Each variant trained for {args.steps:,} env steps on seed 0 ({load()} at the end). Dead units: ReLU units "
         f"whose output is <= 0 on all of {FRAMES} frames of random play, in the final network. An untrained "
         f"network of this shape (PyTorch's initialisation) has a few: about 2/16, 7/32 and 80/256.", table])
 

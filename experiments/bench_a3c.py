@@ -9,7 +9,7 @@ Writes experiments/results/a3c_cartpole.md and a3c_cartpole.png (mean of the
 last 100 returns against wall time: hogshare's curves from its event files,
 the reference's final figures from its printed output).
 
-Run: python experiments/bench_a3c.py [--seeds 3] [--baseline-seconds 150]
+Run: python -m experiments.bench_a3c [--seeds 3] [--baseline-seconds 150]
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_return_curves, return_curve, run_baseline,
-                    torch_available, write_result)
+from experiments.common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_return_curves, return_curve,
+                                run_baseline, torch_available, write_result)
 
 CONFIG = REPO / "configs" / "a3c.yaml"
 TARGET_SPEED, TARGET_SOLVE = 10.0, 1 / 5

@@ -4,17 +4,19 @@ Measured one after the other on the same machine, each alone:
   * the environment alone on one core, random actions: the gymnasium wrapper
     chain (`make_atari`) and ale-py's AtariVectorEnv (`make_atari_vector`, the
     config's envs per worker, one thread);
-  * one worker's step in one process, split into stepping the envs, the acting
-    forward pass and the rollout's forward+backward pass (plus the rest of an
-    update: sync, optimizer step), for this checkout ("after") and for main
-    before issue 16 ("before": commit BEFORE with its own config, extracted with
-    `git archive`), both measured in this run;
   * env steps/s of training with 2 workers for --seconds each: `train --config
     configs/a3c_pong.yaml --set trainer.workers=2` with the reference's LSTM
     and n-step 20 (REFERENCE_SETTINGS) and `../shared/baselines/torch_a3c_atari.py
     2 SECONDS` (same network, n-step and worker count; hogshare steps several
     envs per worker), then the shipped config as it is (the A3C paper's
-    feed-forward agent, n-step 5: the one that learns Pong on 2 cores).
+    feed-forward agent, n-step 5: the one that learns Pong on 2 cores);
+  * the Atari configs users train (what `train --env ALE/Pong-v5` and `ALE/Breakout-v5` pick, and
+    configs/appo_pong.yaml), each for --seconds, against their env stepped alone on the same cores by as many
+    processes as they have actors (the goal: 50% of it);
+  * where the workers' time went in those two runs, from their own profiles
+    (summary.json's `profile`: seconds per phase summed over the workers,
+    `common.run_profile`), as milliseconds per env step: stepping the envs,
+    acting, learning and the rest.
 The 1-minute load average before each measurement is recorded with it.
 
 Writes experiments/results/atari.md and atari.png. The speed figures are also
@@ -24,7 +26,7 @@ TensorBoard events into atari_learning.png (mean return of the last 100
 episodes against hours and env steps), and --skip-speed reuses the JSON. A rerun without
 --learning-run keeps the learning section atari.md already holds.
 
-Run: python experiments/bench_atari.py [--seconds 90] [--learning-run RUN_DIR] [--skip-speed]
+Run: python -m experiments.bench_atari [--seconds 90] [--learning-run RUN_DIR] [--skip-speed]
 """
 from __future__ import annotations
 
@@ -34,28 +36,23 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per measured process, 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
-import io
 import json
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_pong_curves, run_baseline, this_command,
-                    torch_available, worker_breakdown, write_result)
+from experiments.common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_pong_curves, run_baseline,
+                                run_profile, this_command, torch_available, write_result)
 
 CONFIG = REPO / "configs" / "a3c_pong.yaml"
-BEFORE = "f79e0ba"
-"""main before issue 16: the whole model per time step, convolutions by tensordot, one env per worker."""
-ISSUE_BEFORE = {"env_ms": 0.44, "act_ms": 0.34, "learn_ms": 59 / 21, "torch_learn_ms": 39 / 21}
-"""The breakdown as filed in issue 16 (per env step, one env per worker; the rollout's 21 frames)."""
 REFERENCE_N_STEPS = 20
 REFERENCE_SETTINGS = ("model.lstm=true", f"algorithm.n_steps={REFERENCE_N_STEPS}")
 """The reference's network and n-step (fixed in torch_a3c_atari.py), as `--set` overrides of the Pong config:
-the ratio and the breakdowns are taken with them."""
+the ratio is taken with them."""
 TARGET_RATIO, TARGET_ENV_SHARE = 2.0, 0.40
 SPEED_JSON = RESULTS / "atari_speed.json"
 TORCH_LINE = re.compile(r"wall=(?P<wall>[\d.]+)s steps=(?P<steps>\d+) steps_per_s=(?P<sps>\d+) "
@@ -65,12 +62,6 @@ TORCH_LINE = re.compile(r"wall=(?P<wall>[\d.]+)s steps=(?P<steps>\d+) steps_per_
 def load() -> float:
     """The 1-minute load average: a figure measured above ~0.5 on 2 cores shared the machine with something."""
     return round(os.getloadavg()[0], 2)
-
-
-def with_checkout(checkout: Path) -> dict:
-    """The environment for a subprocess that imports framework from `checkout`."""
-    path = os.pathsep.join([str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 # ---- the environment alone -------------------------------------------------------------------------------
@@ -105,30 +96,100 @@ def env_alone(seconds: float, envs: int) -> dict:
     return result
 
 
-# ---- one worker's step, split ------------------------------------------------------------------------------
-def breakdown(seconds: float) -> dict:
-    """`worker_breakdown` of the checkout on sys.path with its own Pong config, one worker and the reference's
-    settings."""
-    return worker_breakdown("a3c_pong.yaml", ["trainer.workers=1", *REFERENCE_SETTINGS], seconds)
+# ---- the shipped Atari configs against the env alone on both cores ---------------------------------------
+SHIPPED = (("`train --env ALE/Pong-v5`", "ALE/Pong-v5", None),
+           ("`train --env ALE/Breakout-v5`", "ALE/Breakout-v5", None),
+           ("`train --config configs/appo_pong.yaml`", None, "appo_pong.yaml"))
+"""The Atari configs users train (what `train --env` picks for each game, and APPO's Pong config) whose env
+steps/s are set against the env alone on the same cores."""
+TARGET_SHARE = 0.50
+WARMUP_S = 15.0
 
 
-def breakdown_of(checkout: Path, seconds: float) -> dict:
-    """`breakdown` in a subprocess importing framework from `checkout`."""
-    done = subprocess.run([sys.executable, __file__, "--breakdown-only", "--part-seconds", str(seconds)],
-                          capture_output=True, text=True, env=with_checkout(checkout), timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"breakdown in {checkout} failed:\n{done.stderr[-2000:]}")
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": load()}
+def _step_alone(env_id: str, kwargs: dict, envs: int, seconds: float, out: Any) -> None:
+    """One process: a batch of `envs` games as training steps them (EnvBatch: the same vector env and
+    preprocessing), random actions for `seconds`; its env steps/s into `out`."""
+    import numpy as np
+
+    from framework.rl.envs import EnvBatch
+
+    batch = EnvBatch(env_id, kwargs, envs, seed=os.getpid())
+    rng = np.random.default_rng(os.getpid())
+    n, actions = 0, batch.action_head.size
+    for _ in range(20):
+        batch.step(rng.integers(0, actions, envs))
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch.step(rng.integers(0, actions, envs))
+        n += envs
+    out.put(n / (time.perf_counter() - start))
+    batch.close()
 
 
-def before_checkout(into: Path) -> Path | None:
-    """Commit BEFORE extracted into `into` (None when git or the commit is not there)."""
-    done = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE], capture_output=True)
-    if done.returncode != 0:
-        return None
-    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-        archive.extractall(into, filter="data")
-    return into
+def env_alone_processes(env_id: str, kwargs: dict, envs: int, processes: int, seconds: float) -> float:
+    """Env steps/s of `processes` processes at once, each stepping `envs` games with random actions: what the
+    cores can emulate with nothing else to do."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    workers = [context.Process(target=_step_alone, args=(env_id, kwargs, envs, seconds, out))
+               for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    rates = [out.get(timeout=seconds + 300) for _ in workers]
+    for worker in workers:
+        worker.join()
+    return sum(rates)
+
+
+def shipped_shares(seconds: float, quiet: float, patience_s: float) -> list[dict]:
+    """Each shipped Atari config trained alone for `seconds` (its steady env steps/s past WARMUP_S), and its env
+    stepped alone by as many processes as it has actors, each with its games."""
+    import yaml
+
+    from experiments.common import steady_mean
+    from framework.train.shipped_configs import choose
+
+    found = []
+    for label, env_id, config_name in SHIPPED:
+        path = REPO / "configs" / config_name if config_name else Path(choose(env_id, {}).path)
+        config = yaml.safe_load(path.read_text())
+        env = config["env"]
+        with tempfile.TemporaryDirectory() as tmp:
+            wait_for_quiet(quiet, patience_s)
+            command = [sys.executable, "-m", "framework.train", "train", "--logdir", tmp,
+                       *(["--env", env_id] if env_id else ["--config", str(path)]),
+                       "--set", f"trainer.max_seconds={seconds}", "--set", "trainer.target_return=null",
+                       "--set", "logging.progress=false", "--set", "logging.log_every_s=1"]
+            started = load()
+            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=seconds + 600)
+            if done.returncode != 0:
+                raise RuntimeError(f"{label} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+            run_dir = next(p for p in Path(tmp).iterdir() if p.is_dir())
+            trained = steady_mean(run_dir, "perf/env_steps_per_s", WARMUP_S)
+        wait_for_quiet(quiet, patience_s)
+        alone = env_alone_processes(env["id"], env.get("kwargs", {}), env["envs_per_worker"],
+                                    config["trainer"]["workers"], 20.0)
+        found.append({"label": label, "config": path.name, "model": config["model"].get("conv", "a3c"),
+                      "trained": trained, "alone": alone, "actors": config["trainer"]["workers"],
+                      "envs": env["envs_per_worker"], "load": started})
+        print(f"{label}: {trained:,.0f} env steps/s against {alone:,.0f} alone", flush=True)
+    return found
+
+
+def share_section(shares: list[dict]) -> list[str]:
+    """The shipped configs' env steps/s as a share of the env alone on the same cores."""
+    rows = [[s["label"], f"`{s['config']}` ({s['model']} network)", f"{s['trained']:,.0f}",
+             f"{s['alone']:,.0f} ({s['actors']} processes x {s['envs']} games)", f"{s['trained'] / s['alone']:.0%}",
+             "yes" if s["trained"] >= TARGET_SHARE * s["alone"] else "no", s["load"]] for s in shares]
+    return ["## The shipped Atari configs against the env alone",
+            f"Each config trained alone for its seconds (its steady env steps/s, past its first {WARMUP_S:g} s), "
+            "then its env stepped alone on the same cores: as many processes as the config has actors, each stepping "
+            "its games as training does (EnvBatch: the same AtariVectorEnv and preprocessing) with random actions, "
+            f"for 20 s. The goal is {TARGET_SHARE:.0%}.",
+            markdown_table(["what", "config", "env steps/s training", "env alone", "share", "goal met",
+                            "1-min load before"], rows)]
 
 
 # ---- training: hogshare and the reference --------------------------------------------------------------------
@@ -140,7 +201,7 @@ def train_ours(seconds: float, logdir: Path, settings: tuple[str, ...] = ()) -> 
     for setting in settings:
         command += ["--set", setting]
     started = load()
-    done = subprocess.run(command, capture_output=True, text=True, env=with_checkout(REPO), timeout=seconds + 600)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=seconds + 600)
     if done.returncode != 0:
         raise RuntimeError(f"train failed ({done.returncode}):\n{done.stderr[-2000:]}")
     run_dir = next(p for p in logdir.iterdir() if p.is_dir())
@@ -173,23 +234,11 @@ def measure(seconds: float, part_seconds: float, quiet: float, patience_s: float
 
     config = yaml.safe_load(CONFIG.read_text())
     envs = config["env"]["envs_per_worker"]
-    speed = {"seconds": seconds, "envs_per_worker": envs, "before_commit": BEFORE,
-             "n_steps": REFERENCE_N_STEPS, "shipped_n_steps": config["algorithm"]["n_steps"],
-             "shipped_lstm": config["model"]["lstm"]}
+    speed = {"seconds": seconds, "envs_per_worker": envs, "n_steps": REFERENCE_N_STEPS,
+             "shipped_n_steps": config["algorithm"]["n_steps"], "shipped_lstm": config["model"]["lstm"]}
     wait_for_quiet(quiet, patience_s)
     speed["env"] = env_alone(part_seconds, envs)
     print(f"env alone: {speed['env']}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        checkout = before_checkout(Path(tmp))
-        wait_for_quiet(quiet, patience_s)
-        try:
-            speed["before"] = breakdown_of(checkout, part_seconds) if checkout else None
-        except RuntimeError as exc:  # e.g. that commit's CPU path fails where CuPy is installed without a GPU
-            speed["before"], speed["before_error"] = None, str(exc).strip().splitlines()[-1]
-        print(f"breakdown before: {speed['before']}", flush=True)
-    wait_for_quiet(quiet, patience_s)
-    speed["after"] = breakdown_of(REPO, part_seconds)
-    print(f"breakdown after: {speed['after']}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         wait_for_quiet(quiet, patience_s)
         speed["ours"] = train_ours(seconds, Path(tmp), REFERENCE_SETTINGS)
@@ -201,6 +250,7 @@ def measure(seconds: float, part_seconds: float, quiet: float, patience_s: float
         wait_for_quiet(quiet, patience_s)
         speed["shipped"] = train_ours(seconds, Path(tmp))
     print(f"hogshare, the shipped config: {speed['shipped']['steps_per_second']:.0f} env steps/s", flush=True)
+    speed["shares"] = shipped_shares(seconds, quiet, patience_s)
     return speed
 
 
@@ -230,12 +280,27 @@ def plot_learning(curve: dict, path: Path) -> None:
 
 
 # ---- the figures ------------------------------------------------------------------------------------------------
+def profiled_runs(speed: dict) -> dict[str, dict[str, float]]:
+    """Milliseconds per env step of each phase of the hogshare runs, by run, from their own profiles (the runs
+    whose summaries hold none are left out)."""
+    runs = {f"LSTM, n-step {speed['n_steps']}": speed["ours"]}
+    if speed.get("shipped"):
+        runs[f"shipped config ({shipped_model(speed)})"] = speed["shipped"]
+    profiles = {name: run_profile([summary]) for name, summary in runs.items()}
+    return {name: {phase: us / 1000 for phase, us in profile.items()} for name, profile in profiles.items()
+            if profile is not None}
+
+
 def plot_speed(speed: dict, path: Path) -> None:
+    """Env steps/s of each side; beside them, where the profiled runs' worker time went per env step."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (rates, parts) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    profiled = profiled_runs(speed)
+    fig, axes = plt.subplots(1, 2 if profiled else 1, figsize=(11, 4), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2] if profiled else [1]})
+    rates = axes[0][0]
     env = speed["env"]
     bars = [("env alone,\nwrappers x 2 cores", 2 * env["wrappers"], "tab:gray"),
             (f"AtariVectorEnv\n({env['vector_envs']} envs) x 2 cores", 2 * env["vector"], "tab:gray"),
@@ -252,17 +317,17 @@ def plot_speed(speed: dict, path: Path) -> None:
     rates.set_ylabel("env steps per second")
     rates.legend(loc="upper right")
     rates.tick_params(axis="x", labelsize=8)
-    columns = [("before", speed["before"]), ("after", speed["after"])]
-    columns = [(f"{name}\n({b['envs']} env{'s' if b['envs'] > 1 else ''}/worker)", b) for name, b in columns if b]
-    bottom = [0.0] * len(columns)
-    for key, label, color in (("env_ms", "env step", "tab:gray"), ("act_ms", "acting forward", "tab:orange"),
-                              ("learn_ms", "rollout forward+backward", "tab:blue"),
-                              ("other_ms", "sync, optimizer, rest", "tab:purple")):
-        heights = [b[key] for _, b in columns]
-        parts.bar([c[0] for c in columns], heights, bottom=bottom, color=color, label=label)
-        bottom = [x + h for x, h in zip(bottom, heights)]
-    parts.set_ylabel("ms per env step, one worker")
-    parts.legend(fontsize=8)
+    if profiled:
+        parts = axes[0][1]
+        names = list(profiled)
+        bottom = [0.0] * len(names)
+        for phase in dict.fromkeys(p for profile in profiled.values() for p in profile):
+            heights = [profiled[name].get(phase, 0.0) for name in names]
+            parts.bar(names, heights, bottom=bottom, label=phase)
+            bottom = [x + h for x, h in zip(bottom, heights)]
+        parts.set_ylabel("ms per env step, a worker (the run's profile)")
+        parts.tick_params(axis="x", labelsize=8)
+        parts.legend(fontsize=8)
     fig.suptitle(f"A3C on Pong, 2 workers, {speed['seconds']:.0f} s each")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -301,19 +366,13 @@ def speed_sections(speed: dict) -> list[str]:
         [f"hogshare >= {TARGET_ENV_SHARE:.0%} of the env alone on the same 2 cores (wrappers)",
          f"{ours_sps / alone_wrappers:.0%}", "yes" if ours_sps >= TARGET_ENV_SHARE * alone_wrappers else "no"],
         ["the same against AtariVectorEnv alone on 2 cores", f"{ours_sps / alone_vector:.0%}", ""]])
-    rows = []
-    for name, b in (("before (main at " + speed["before_commit"] + ", this run)", speed["before"]),
-                    ("after (this checkout)", speed["after"])):
-        if b is None:
-            rows.append([name, f"n/a ({speed.get('before_error', 'not run')})", "", "", "", "", "", ""])
-            continue
-        rows.append([name, b["envs"], f"{b['env_ms']:.3f}", f"{b['act_ms']:.3f}", f"{b['learn_ms']:.3f}",
-                     f"{b['other_ms']:.3f}", f"{b['update_ms']:.3f}", b["load"]])
-    issue = ISSUE_BEFORE
-    rows.append(["before, as filed in issue 16", 1, f"{issue['env_ms']:.2f}", f"{issue['act_ms']:.2f}",
-                 f"{issue['learn_ms']:.2f}", "", "", ""])
-    parts = markdown_table(["", "envs per worker", "env step", "acting forward", "rollout forward+backward",
-                            "sync, optimizer, rest", "whole update", "1-min load before"], rows)
+    profiled = profiled_runs(speed)
+    phases = list(dict.fromkeys(phase for profile in profiled.values() for phase in profile))
+    parts = (markdown_table(["hogshare run", *[f"{phase} ms" for phase in phases], "all ms"],
+                            [[name, *[f"{profile.get(phase, 0.0):.3f}" for phase in phases],
+                              f"{sum(profile.values()):.3f}"] for name, profile in profiled.items()])
+             if profiled else "These runs' summaries hold no `profile`: the framework that ran them did not report "
+                              "where their workers' time went.")
     torch_text = ("torch is not installed for the reference interpreter: its figures are n/a." if torch is None else
                   f"Reference: {torch['steps']:,} env steps in {torch['wall']:.1f} s, {torch['episodes']} episodes. "
                   f"hogshare: {ours['env_steps']:,} env steps in {ours['wall_seconds']:.1f} s, {ours['updates']:,} "
@@ -324,13 +383,11 @@ def speed_sections(speed: dict) -> list[str]:
         f"8x8/4, conv 32 4x4/2, 256 linear, LSTM 256), n-step {speed['n_steps']} and RMSprop; hogshare steps "
         f"{envs} envs per worker as one AtariVectorEnv with one batched acting forward pass per step, the "
         "reference one env per worker. A load above ~0.5 means another process shared the 2 cores during that "
-        "measurement. Absolute figures drift with the machine (issue 16's were taken when the env alone stepped "
-        "2,282/s on one core): compare figures of one run.",
+        "measurement. Absolute figures drift with the machine: compare figures of one run.",
         table, verdict,
-        "Milliseconds per env step of one worker in one process, with the LSTM and n-step "
-        f"{speed['n_steps']} (acting forward and env step per batch of the worker's envs, "
-        "divided by their number; the rollout's forward+backward over its n_steps x envs steps):",
-        parts, torch_text, "![env steps/s and the per-step breakdown](atari.png)"]
+        "Where the workers' time went in the hogshare runs above, from their own profiles (summary.json's "
+        "`profile`, seconds per phase summed over the worker processes): milliseconds per env step of a worker.",
+        parts, torch_text, "![env steps/s and where the workers' time went](atari.png)"]
 
 
 EARLIER_RUNS = (
@@ -353,7 +410,7 @@ def learning_section(curve: dict | None) -> list[str]:
     if curve is None:
         return ["## Learning", "No long run is included yet: run `train --config configs/a3c_pong.yaml --set "
                 "trainer.workers=2 --set trainer.max_seconds=3600` (60 minutes on 2 cores), then "
-                "`python experiments/bench_atari.py --skip-speed --learning-run runs/a3c-pong-...` to add its "
+                "`python -m experiments.bench_atari --skip-speed --learning-run runs/a3c-pong-...` to add its "
                 "curve here."]
     s = curve["summary"]
     returns = curve["returns"] or [float("nan")]
@@ -385,21 +442,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=90.0, help="training seconds per side (default 90)")
     parser.add_argument("--part-seconds", type=float, default=5.0,
-                        help="seconds per in-process measurement: env alone, each breakdown part (default 5)")
+                        help="seconds of stepping each env alone (default 5)")
     parser.add_argument("--quiet-load", type=float, default=0.5,
                         help="wait before each measurement until the 1-minute load is at most this")
     parser.add_argument("--patience", type=float, default=600.0, help="seconds to wait for that, at most")
     parser.add_argument("--learning-run", type=Path, help="a Pong run directory: add its learning curve")
     parser.add_argument("--skip-speed", action="store_true", help=f"reuse {SPEED_JSON.name} instead of measuring")
-    parser.add_argument("--breakdown-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.breakdown_only:
-        print(json.dumps(breakdown(args.part_seconds)))
-        return
     RESULTS.mkdir(parents=True, exist_ok=True)
     if args.skip_speed:
         speed = json.loads(SPEED_JSON.read_text())
-        speed.setdefault("n_steps", REFERENCE_N_STEPS)  # figures kept before it was recorded
     else:
         speed = {**measure(args.seconds, args.part_seconds, args.quiet_load, args.patience), "command": this_command()}
         SPEED_JSON.write_text(json.dumps(speed, indent=2) + "\n")
@@ -409,7 +461,8 @@ def main() -> None:
         plot_learning(curve, RESULTS / "atari_learning.png")
     learning = learning_section(curve) if curve is not None else kept_learning_section()
     path = write_result("atari", "A3C on Atari Pong: hogshare against the PyTorch reference",
-                        speed_sections(speed) + learning, command=speed["command"])
+                        speed_sections(speed) + share_section(speed.get("shares", [])) + learning,
+                        command=speed["command"])
     print(f"wrote {path}")
 
 

@@ -1,35 +1,36 @@
 """Benchmark: framework.compile against eager execution, on the A3C step and on A3C CartPole training.
 
 1. The A3C step at its own size: an actor-critic 4-128-(2+1) (tanh body), forward
-   and backward of the A3C loss (Categorical log-prob, entropy, value loss) at
-   batch 1 and 32, compiled and eager in one process, interleaved (round robin;
-   medians over the rounds, each ratio taken within a round, so that a change in
-   the machine's speed hits both sides alike); and the acting forward (no grad, 16 observations), where
-   compile replaced the hand-written array path. Goal: compiled <= 0.5x eager.
+   and backward of the A3C loss (`rl.losses.actor_critic_loss`: Categorical
+   log-prob, entropy, value loss) at batch 1 and 32, compiled and eager in one
+   process, interleaved (round robin; medians over the rounds, each ratio taken
+   within a round, so that a change in the machine's speed hits both sides
+   alike); and the acting forward (no grad, 16 observations), where compile
+   replaced the hand-written array path. Goal: compiled <= 0.5x eager.
 2. A3C CartPole training (configs/a3c.yaml: 2 workers, 16 envs each, no return
    target so runs last the budget): env steps/s with `trainer.compile` true and
    false and `env.vectorize` true and false (one vector env or a loop of
-   envs), runs alternating, the rate read from TensorBoard's
-   perf/env_steps_per_s after the first third of each run (past start-up);
-   against the environments alone, stepped alike, with random actions in 2
-   processes.
-   Then where one worker's time goes, in one process (`worker_breakdown`, both
-   env paths): what the worker's own work (acting, learning, the rest of an
-   update) costs per env step next to stepping the envs, so the share of the
-   envs alone a worker can give at most.
+   envs), and compiled with `model.lstm`, runs alternating, the rate read from
+   TensorBoard's perf/env_steps_per_s after the first third of each run (past
+   start-up); against the environments alone, stepped alike, with random
+   actions in 2 processes. Then where the workers' time went, from the runs'
+   own profiles (summary.json's `profile`, seconds per phase summed over the
+   worker processes; `common.run_profile`): what acting, learning and the rest
+   cost per env step next to stepping the envs, so the share of the envs
+   alone a worker can give at most.
 3. Guards during real training: the same runs with
    HOGSHARE_LOGS=recompiles,graph_breaks,guards, counting from the workers' logs
-   the graphs captured, every guard failure (with its reason) and every break;
-   and one in-process worker (MLP and LSTM) whose counters after its first
-   update (warm-up) and after the rest say whether any guard fired later.
+   the graphs captured, every guard failure (with its reason) and every break,
+   for the MLP and the LSTM model.
 
-Writes experiments/results/compile.md. Bounded: about six minutes.
-Run: python experiments/bench_compile.py [--seconds 15] [--runs 3]
+Writes experiments/results/compile.md. Bounded: about seven minutes.
+Run: python -m experiments.bench_compile [--seconds 15] [--runs 3]
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import multiprocessing
 import os
 import re
@@ -43,15 +44,15 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402 - after pinning BLAS to one thread, as workers do
+import yaml  # noqa: E402
 
-from common import REPO, a3c_worker, load, markdown_table, worker_breakdown, write_result  # noqa: E402
-
-sys.path.insert(0, str(REPO))
 import framework  # noqa: E402
-from framework import compiler  # noqa: E402
+from experiments.common import REPO, load, markdown_table, run_profile, write_result  # noqa: E402
+from framework.rl.losses import actor_critic_loss  # noqa: E402
 from framework.rl.model import ActorCritic  # noqa: E402
-from framework.algorithms.a3c.worker import a3c_loss  # noqa: E402
+from framework.rl.spaces import ActionHead  # noqa: E402
 
 CONFIG = REPO / "configs" / "a3c.yaml"
 STEP_HEADER = ["", "eager us", "compiled us", "compiled / eager", "NumPy by hand us"]
@@ -83,6 +84,9 @@ def step_row(label: str, times: dict, by_hand: str = "") -> list:
 
 
 def step_rows(rounds: int) -> list:
+    """The A3C loss step at batch 1 and 32 and the acting forward, compiled against eager (and, for acting, the
+    arithmetic by hand)."""
+    actions_of = ActionHead(gymnasium.spaces.Discrete(2))
     rows = []
     for batch in (1, 32):
         framework.manual_seed(0)
@@ -95,7 +99,7 @@ def step_rows(rounds: int) -> list:
 
         def loss(obs, actions, adv, targets):
             head, values, _ = model(obs)
-            return a3c_loss(model, head, values, actions, adv, targets, batch, 0.5, 0.01)
+            return actor_critic_loss(actions_of, model, head, values, actions, adv, targets, batch, 0.5, 0.01)
         compiled = framework.compile(loss)
         times = interleaved({"eager": lambda: loss(*data)[0].backward(),
                              "compiled": lambda: compiled(*data)[0].backward()}, 300, rounds)
@@ -117,20 +121,22 @@ def step_rows(rounds: int) -> list:
 
 # ---- 2 and 3. training ------------------------------------------------------------------------------------
 
-SETTINGS = [(True, True), (False, True), (True, False), (False, False)]
-"""(trainer.compile, env.vectorize) of the training runs."""
+SETTINGS = [(True, True, False), (False, True, False), (True, False, False), (False, False, False), (True, True, True)]
+"""(trainer.compile, env.vectorize, model.lstm) of the training runs."""
 
 
-def setting_name(compile_on: bool, vectorize: bool) -> str:
-    return f"trainer.compile={str(compile_on).lower()}, env.vectorize={str(vectorize).lower()}"
+def setting_name(compile_on: bool, vectorize: bool, lstm: bool) -> str:
+    return (f"trainer.compile={str(compile_on).lower()}, env.vectorize={str(vectorize).lower()}"
+            + (", model.lstm=true" if lstm else ""))
 
 
-def train(compile_on: bool, vectorize: bool, seconds: float, logdir: Path) -> dict:
-    """One CartPole run; its steady env steps/s and what the compiler logged in the workers."""
+def train(setting: tuple[bool, bool, bool], seconds: float, logdir: Path) -> dict:
+    """One CartPole run: its steady env steps/s, its summary, its workers, and what the compiler logged in them."""
+    compile_on, vectorize, lstm = setting
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOGSHARE_LOGS": "recompiles,graph_breaks,guards"}
     command = [sys.executable, "-m", "framework.train", "train", "--config", str(CONFIG), "--logdir", str(logdir),
                "--set", f"trainer.compile={str(compile_on).lower()}",
-               "--set", f"env.vectorize={str(vectorize).lower()}",
+               "--set", f"env.vectorize={str(vectorize).lower()}", "--set", f"model.lstm={str(lstm).lower()}",
                "--set", f"trainer.max_seconds={seconds}",
                "--set", "trainer.target_return=null", "--set", "logging.progress=false",
                "--set", "logging.log_every_s=0.5", "--set", "trainer.checkpoint_every_s=1000"]
@@ -142,7 +148,7 @@ def train(compile_on: bool, vectorize: bool, seconds: float, logdir: Path) -> di
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     rates = [e.value for e in events.Scalars("perf/env_steps_per_s")]
-    logs = collections.Counter()
+    logs: collections.Counter = collections.Counter()
     for line in done.stderr.splitlines():
         match = LOG_LINE.match(line)
         if match:
@@ -152,7 +158,9 @@ def train(compile_on: bool, vectorize: bool, seconds: float, logdir: Path) -> di
             elif match["artifact"] == "guards":
                 message = "graph captured: " + message.split(" (", 1)[0].replace("GUARDS for ", "")
             logs[message] += 1
-    return {"rate": statistics.median(rates[len(rates) // 3:]), "logs": logs}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    workers = yaml.safe_load((run_dir / "config.yaml").read_text())["trainer"]["workers"]
+    return {"rate": statistics.median(rates[len(rates) // 3:]), "summary": summary, "workers": workers, "logs": logs}
 
 
 def _step_envs(seconds: float, vectorize: bool, queue: "multiprocessing.Queue") -> None:
@@ -194,36 +202,55 @@ def vector_entry_point(seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def time_split(seconds: float) -> tuple[list, dict]:
-    """Rows of a worker's time per env step (configs/a3c.yaml, compiled, one process; see `worker_breakdown`)
-    as one vector env and as a loop, and each path's breakdown with its share of the envs alone at most
-    (env / update) and the own work that 80% would leave (a quarter of the env step), in us."""
-    rows, split = [], {}
-    for vectorize in (True, False):
-        b = worker_breakdown("a3c.yaml", [f"env.vectorize={str(vectorize).lower()}"], seconds)
-        us = {key[:-3]: b[key] * 1000 for key in ("env_ms", "act_ms", "learn_ms", "other_ms", "update_ms")}
-        split[vectorize] = {**us, "own": us["update"] - us["env"], "share": us["env"] / us["update"],
-                            "budget": us["env"] / 4}
-        rows.append(["one vector env" if vectorize else "a loop of envs"] +
-                    [f"{split[vectorize][key]:.1f}" for key in ("env", "act", "learn", "other", "update", "own")] +
-                    [f"{split[vectorize]['share']:.0%}", f"{split[vectorize]['budget']:.1f}"])
-    return rows, split
+def time_split(summaries: dict[tuple[bool, bool, bool], list[dict]]) -> str:
+    """Where the workers' time went in each setting's runs (their profiles, per env step), and what the compiled
+    settings' profiles say of the share of the envs alone a worker can give; a note where the runs have none."""
+    profiles = {setting: run_profile(runs) for setting, runs in summaries.items()}
+    if not all(profiles.values()):
+        return ("These runs' summaries hold no `profile` (where the worker processes' time went, summary.json's "
+                "`profile`): the framework that ran them did not report it, so nothing here says where their time "
+                "went.")
+    phases = list(dict.fromkeys(phase for profile in profiles.values() for phase in profile))
+    rows = []
+    for setting, profile in profiles.items():
+        whole = sum(profile.values())
+        rows.append([setting_name(*setting), *[f"{profile.get(phase, 0.0):.1f}" for phase in phases],
+                     f"{whole:.1f}", f"{profile.get('env', 0.0) / whole:.0%}"])
+    table = markdown_table(["setting", *[f"{phase} us" for phase in phases], "all us",
+                            "share of the envs alone at most"], rows)
+    shown = {vectorize: profiles[True, vectorize, False] for vectorize in (True, False)}
+    share = {vectorize: profile.get("env", 0.0) / sum(profile.values()) for vectorize, profile in shown.items()}
+    vector = shown[True]
+    return (table + "\n\nMicroseconds per env step of a worker, from the runs' own profiles: each phase's "
+            "seconds summed over the worker processes of a setting's runs, over their env steps. A worker gives at "
+            "most env / all of what the envs alone step; compiled: "
+            f"{share[True]:.0%} as one vector env, {share[False]:.0%} as a loop. 80% would leave all but the env "
+            f"step a quarter of it: {vector.get('env', 0.0) / 4:.1f} us as one vector env, where acting takes "
+            f"{vector.get('act', 0.0):.1f} us and learning {vector.get('learn', 0.0):.1f} us.")
 
 
-def worker_counters(lstm: bool, updates: int) -> list:
-    """Compiler counters of one in-process A3C worker: after its first update, and after `updates` more."""
-    worker = a3c_worker(CONFIG.name, [f"model.lstm={str(lstm).lower()}"])
-    compiler.reset()  # before the first call: building a worker captures nothing
-    worker.update()
-    warm = dict(compiler.counters)
-    for _ in range(updates):
-        worker.update()
-    worker.envs.close()
-    after = dict(compiler.counters)
-    keys = ("captures", "recompiles", "guard_failures", "graph_breaks", "cache_hits")
-    return [[f"{'LSTM' if lstm else 'MLP'} worker, first update"] + [warm[k] for k in keys],
-            [f"{'LSTM' if lstm else 'MLP'} worker, {updates} updates after it"] +
-            [after[k] - warm[k] for k in keys]]
+def _times(n: float) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n:g} times")
+
+
+def guard_section(logs: dict[bool, collections.Counter], workers: dict[bool, int]) -> str:
+    """The compiler's logs of the compiled runs, MLP and LSTM, and what each worker captured, in words."""
+    kinds = {False: "MLP", True: "LSTM"}
+    events = sorted({event for counts in logs.values() for event in counts})
+    table = markdown_table(["event", *[f"{kinds[lstm]} runs" for lstm in logs]],
+                           [[event, *[counts[event] for counts in logs.values()]] for event in events]
+                           or [["no graph captured", *[0 for _ in logs]]])
+    said = []
+    for lstm, counts in logs.items():
+        captured = {event[len("graph captured: "):]: n for event, n in counts.items()
+                    if event.startswith("graph captured: ")}
+        per_worker = {name: n / workers[lstm] for name, n in captured.items()}
+        graphs = ", ".join(f"{name} {_times(n)}" for name, n in per_worker.items())
+        others = sum(n for event, n in counts.items() if not event.startswith("graph captured: "))
+        said.append(f"the {kinds[lstm]} runs' {workers[lstm]} workers captured, each on average, "
+                    f"{graphs or 'no graph'}, and logged {others} recompiles or breaks")
+    return (table + "\n\nIn all: " + "; ".join(said) + ". A recompile or a break would be listed with its "
+            "reason.")
 
 
 def main() -> None:
@@ -237,31 +264,33 @@ def main() -> None:
     steps = step_rows(args.rounds)
     print(markdown_table(STEP_HEADER, steps), flush=True)
 
-    rates: dict[tuple[bool, bool], list[float]] = {setting: [] for setting in SETTINGS}
-    logs: collections.Counter = collections.Counter()
+    rates: dict[tuple[bool, bool, bool], list[float]] = {setting: [] for setting in SETTINGS}
+    summaries: dict[tuple[bool, bool, bool], list[dict]] = {setting: [] for setting in SETTINGS}
+    logs: dict[bool, collections.Counter] = {False: collections.Counter(), True: collections.Counter()}
+    workers: dict[bool, int] = {False: 0, True: 0}
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.runs):
-            for compile_on, vectorize in SETTINGS:
-                result = train(compile_on, vectorize, args.seconds, Path(tmp) / f"{compile_on}-{vectorize}-{run}")
-                rates[compile_on, vectorize].append(result["rate"])
+            for setting in SETTINGS:
+                result = train(setting, args.seconds, Path(tmp) / f"{'-'.join(map(str, setting))}-{run}")
+                rates[setting].append(result["rate"])
+                summaries[setting].append(result["summary"])
+                compile_on, _, lstm = setting
                 if compile_on:
-                    logs.update(result["logs"])
-                print(f"{setting_name(compile_on, vectorize)}: {result['rate']:.0f} env steps/s", flush=True)
+                    logs[lstm].update(result["logs"])
+                    workers[lstm] += result["workers"]
+                print(f"{setting_name(*setting)}: {result['rate']:.0f} env steps/s", flush=True)
     alone = {vectorize: envs_alone(5.0, vectorize) for vectorize in (True, False)}
-    rows_split, split = time_split(5.0)
     vector = vector_entry_point(5.0)
     rows = []
-    for (compile_on, vectorize), runs in rates.items():
+    for (compile_on, vectorize, lstm), runs in rates.items():
         median = statistics.median(runs)
-        rows.append([setting_name(compile_on, vectorize), f"{median:,.0f}", ", ".join(f"{r:,.0f}" for r in runs),
+        rows.append([setting_name(compile_on, vectorize, lstm), f"{median:,.0f}", ", ".join(f"{r:,.0f}" for r in runs),
                      f"{median / alone[vectorize]:.0%}"])
     rows += [["environments alone: EnvBatch, 16 envs as one vector env, 2 processes", f"{alone[True]:,.0f}", "",
               "100%"],
              ["environments alone: EnvBatch, a loop of 16 envs, 2 processes", f"{alone[False]:,.0f}", "", "100%"]]
     training = markdown_table(
         ["setting", "env steps/s (median of runs)", "runs", "share of the envs alone, stepped alike"], rows)
-    guard_rows = [[message, count] for message, count in sorted(logs.items())]
-    counters = worker_counters(False, 40) + worker_counters(True, 10)
     finished = load()
 
     write_result("compile", "framework.compile: compiled against eager", [
@@ -280,25 +309,9 @@ def main() -> None:
         f"once (the workers' layout), as one vector env (gymnasium's CartPoleVectorEnv, resetting in the same "
         f"step) or as a loop of envs. gymnasium's CartPoleVectorEnv itself (16 envs, NEXT_STEP resets) steps "
         f"{vector:,.0f} steps/s in one process here. Goal: training at 80% or more of the environments alone.",
-        "## Where one worker's time goes (configs/a3c.yaml, compiled, in one process)\n\n" + markdown_table(
-            ["16 CartPole envs as", "env step us", "acting us", "rollout forward+backward us", "rest of the update us",
-             "whole update us", "the worker's own work us", "share of the envs alone at most",
-             "own work for 80% us"], rows_split) +
-        f"\n\nMicroseconds per env step (see `worker_breakdown` in experiments/common.py): acting is the "
-        f"rollout's noise, the policy forward and the sampling; the rest of an update (by difference) its sync, "
-        f"advantages, gradient clipping, optimizer step and statistics. A worker gives at most env / update of "
-        f"what the envs alone step: {split[True]['share']:.0%} as one vector env, {split[False]['share']:.0%} as "
-        f"a loop. 80% would leave its own work a quarter of the env step (last column): "
-        f"{split[True]['budget']:.1f} us as one vector env, where acting alone takes {split[True]['act']:.1f} us "
-        f"and the rollout's forward+backward {split[True]['learn']:.1f} us.",
-        "## Guards in real training (the workers' HOGSHARE_LOGS, all compile=true runs)\n\n" +
-        markdown_table(["event", "count"], guard_rows or [["no graph captured", 0]]) +
-        "\n\nEach worker captures its three graphs (acting policy, rollout forward, loss) once; any "
-        "recompile or break would be listed with its reason.",
-        "## Counters of one in-process worker (configs/a3c.yaml, LSTM variant too)\n\n" + markdown_table(
-            ["", "captures", "recompiles", "guard failures", "graph breaks", "cache hits"], counters) +
-        "\n\nRecompiles after warm-up should be 0: the LSTM forward captures twice in the first update "
-        "(state without grad at the first step, with grad after), then only replays.",
+        "## Where the workers' time went (the runs' profiles)\n\n" + time_split(summaries),
+        "## Guards in real training (the workers' HOGSHARE_LOGS, all compile=true runs)\n\n"
+        + guard_section(logs, workers),
     ])
 
 

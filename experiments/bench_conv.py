@@ -17,8 +17,11 @@ as [0, 1] (framework.rl.model.FrameConv2d, what training runs), the Nature CNN r
 Also in conv.md: cProfile of this checkout's A3C network at a batch of 40, and (--train-seconds, needs py-spy)
 py-spy's view of an actor and a learner of `train --env ALE/Pong-v5`.
 
-usage: python experiments/bench_conv.py [--rounds R] [--seconds S] [--baseline DIR [--baseline-label TEXT]]
+usage: python -m experiments.bench_conv [--rounds R] [--seconds S] [--baseline DIR [--baseline-label TEXT]]
                                         [--train-seconds T]     (writes experiments/results/conv.md and conv.png)
+
+A side of a checkout is this module run in that checkout's folder (`--serve`), so that it imports that
+checkout's framework; --baseline needs a checkout whose workers keep freed memory (`keep_freed_memory`).
 """
 from __future__ import annotations
 
@@ -41,10 +44,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from common import (REPO, TORCH_PYTHON, Side, best_time, conv_body, load, markdown_table,  # noqa: E402
-                    profile_table, serve, torch_available, write_result)
+from experiments.common import (REPO, TORCH_PYTHON, Side, best_time, conv_body, load,  # noqa: E402
+                                markdown_table, profile_table, serve, torch_available, write_result)
 
 NETWORKS: Dict[str, Dict[str, Any]] = {
     "a3c": {"frames": 4, "convs": [[16, 8, 4], [32, 4, 2]], "hidden": [256], "heads": [6, 1], "scale": 1 / 255},
@@ -106,7 +107,7 @@ def gemm_calls(spec: Dict[str, Any], batch: int) -> Dict[str, List[Callable[[], 
 # ---- one checkout's framework (run in a process of its own) ---------------------------------------------------
 
 def build(name: str) -> Any:
-    """The network in the framework on sys.path: the A3C one as training builds it, the others as Sequentials."""
+    """The network in this process's framework: the A3C one as training builds it, the others as Sequentials."""
     import framework as F
     from framework import nn
     spec = NETWORKS[name]
@@ -141,17 +142,14 @@ def passes(model: Any, batch: int) -> Dict[str, Callable[[], None]]:
     return {"forward": forward, "forward+backward": forward_backward}
 
 
-def serve_checkout(checkout: Path) -> None:
-    """Time cases on request (common.Side) with the framework of `checkout`, this process's only one: requests
-    {"kind": "network" or "gemm", "net", "batch", "mode", "seconds"} get {"seconds": the fastest call} (for
-    "gemm", the sum over the pass's GEMMs of each one's fastest call), {"kind": "profile"} the profile tables."""
-    sys.path.insert(0, str(checkout))
-    try:
-        from framework.train.backends.local import keep_freed_memory
-    except ImportError:  # a checkout from before workers kept the memory they free
-        pass
-    else:
-        keep_freed_memory()  # the memory policy of the workers that run these networks
+def serve_checkout() -> None:
+    """Time cases on request (common.Side) with this process's framework, that of the checkout it runs in:
+    requests {"kind": "network" or "gemm", "net", "batch", "mode", "seconds"} get {"seconds": the fastest call}
+    (for "gemm", the sum over the pass's GEMMs of each one's fastest call), {"kind": "profile"} the profile
+    tables."""
+    from framework.train.backends.local import keep_freed_memory
+
+    keep_freed_memory()  # the memory policy of the workers that run these networks
     models: Dict[str, Any] = {}
     made: Dict[tuple, Dict[str, Any]] = {}
 
@@ -171,6 +169,13 @@ def serve_checkout(checkout: Path) -> None:
             return {"seconds": sum(best_time(call, seconds / len(calls)) for call in calls)}
         return {"seconds": best_time(calls, seconds)}
     serve(handle)
+
+
+def side_of(checkout: Path) -> Side:
+    """This module serving in `checkout`'s folder, whose framework it then imports (its own experiments package
+    where it has one, this checkout's otherwise)."""
+    return Side([sys.executable, "-m", "experiments.bench_conv", "--serve"], cwd=checkout,
+                env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 # ---- py-spy's view of a training run --------------------------------------------------------------------------
@@ -315,20 +320,19 @@ def main() -> None:
     parser.add_argument("--baseline-label", help="its name in the tables (default: the folder's name)")
     parser.add_argument("--train-seconds", type=float, default=60.0,
                         help="seconds of py-spy samples of a `train --env ALE/Pong-v5` run (0: none; default 60)")
-    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # a side's process: time this checkout
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a side: time this checkout
     args = parser.parse_args()
-    if args.serve is not None:
-        serve_checkout(args.serve)
+    if args.serve:
+        serve_checkout()
         return
     with_torch = torch_available()
     baseline_label = args.baseline_label or (args.baseline.name if args.baseline else None)
-    this_script = str(Path(__file__).resolve())
-    processes = {"hogshare": Side([sys.executable, this_script, "--serve", str(REPO)])}
+    processes = {"hogshare": side_of(REPO)}
     if args.baseline:
-        processes[f"hogshare {baseline_label}"] = Side([sys.executable, this_script, "--serve", str(args.baseline)])
+        processes[f"hogshare {baseline_label}"] = side_of(args.baseline.resolve())
     if with_torch:
-        processes["PyTorch"] = Side([TORCH_PYTHON, str(HERE / "torch_conv_reference.py"), json.dumps(NETWORKS)],
-                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
+        processes["PyTorch"] = Side([TORCH_PYTHON, "-m", "experiments.torch_conv_reference", json.dumps(NETWORKS)],
+                                    env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=REPO)
     sides = [(label, process, "network") for label, process in processes.items()]
     sides.insert(1, ("NumPy matmul, same GEMMs", processes["hogshare"], "gemm"))
     cases = [(name, batch, mode) for name in NETWORKS for batch in BATCHES for mode in MODES]

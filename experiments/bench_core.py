@@ -1,6 +1,7 @@
 """Per-step time of small training steps on framework vs PyTorch (CPU, one thread), measured in one run.
 
-Cases (the same models, losses and optimizers on both sides, see torch_core_reference.py):
+Cases (the same models, losses and optimizers on both sides; torch's side, torch_core_reference.py, takes its
+networks from the reference programs in ../shared/baselines):
   * actor-critic MLP 4-128-(2+1): forward, Categorical log_prob/entropy A2C loss, backward, Adam step;
     batch 1 and 32 (target: at most 0.5x torch's time per step);
   * MLP 784-128-10, batch 64: forward, log_softmax + nll_loss, backward, SGD step (target: at most 1.0x).
@@ -8,7 +9,7 @@ framework runs with parameters packed in an arena (the layout A3C/Hogwild worker
 and, for comparison, unpacked (one array per parameter). A cProfile of the batch-1 actor-critic step shows
 where the remaining time goes.
 
-usage: python experiments/bench_core.py [--steps N] [--rounds R]   (writes experiments/results/core.md)
+usage: python -m experiments.bench_core [--steps N] [--rounds R]   (writes experiments/results/core.md)
 """
 from __future__ import annotations
 
@@ -18,28 +19,20 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # one BLAS thread, as the torch side (and each A3C worker)
 
 import argparse  # noqa: E402
-import cProfile  # noqa: E402
-import io  # noqa: E402
 import json  # noqa: E402
-import pstats  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Callable, Dict, List, Tuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import framework as F  # noqa: E402
-from common import TORCH_PYTHON, markdown_table, profile_table, torch_available, write_result  # noqa: E402
+from experiments.common import (REPO, TORCH_PYTHON, markdown_table, profile_table,  # noqa: E402
+                                torch_available, write_result)
 from framework import nn, optim  # noqa: E402
 from framework.distributions import Categorical  # noqa: E402
 from framework.nn import functional as Fn  # noqa: E402
-
-REFERENCE = Path(__file__).resolve().parent / "torch_core_reference.py"
 
 
 class ActorCritic(nn.Module):
@@ -108,8 +101,9 @@ def per_step(step: Callable[[], None], steps: int) -> float:
 
 def torch_times(steps: int) -> Dict[str, float]:
     """The reference's seconds per step by case, one timed run each after a warm-up (as `per_step`)."""
-    done = subprocess.run([TORCH_PYTHON, str(REFERENCE), str(steps), "1"], capture_output=True, text=True,
-                          timeout=1800, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run([TORCH_PYTHON, "-m", "experiments.torch_core_reference", str(steps), "1"],
+                          capture_output=True, text=True, timeout=1800, cwd=REPO,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"torch_core_reference.py failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -152,7 +146,8 @@ def main() -> None:
     note = (f"Time per training step (forward, loss, backward, optimizer step), one BLAS/OpenMP thread on both "
             f"sides, in {args.rounds} rounds that time each side in turn (one run after a warm-up per case); the "
             f"figures are medians of the rounds, each ratio the median of the rounds' ratios. torch " +
-            ("ran `experiments/torch_core_reference.py` in each round." if theirs else "is not available here (n/a)."))
+            ("ran `experiments/torch_core_reference.py` (the baselines' networks) in each round."
+             if theirs else "is not available here (n/a)."))
     prof = profile_table(actor_critic_step(1, True), max(args.steps // 2, 200))
     write_result("core", "Tensor/autograd/optim core: time per training step vs PyTorch", [
         "## Per-step time", note, "", table,

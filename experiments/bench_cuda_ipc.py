@@ -8,7 +8,7 @@ queue. The same array is sent every time, 4 KiB to 1 GiB. Each side runs in
 a subprocess of its own so that neither library's CUDA state affects the
 other. Needs a CUDA device; without one it says so and exits.
 
-    python experiments/bench_cuda_ipc.py [--reps N]
+    python -m experiments.bench_cuda_ipc [--reps N]
 """
 from __future__ import annotations
 
@@ -16,12 +16,9 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from experiments.common import fmt_ratio, markdown_table, median_round_trip, write_result  # noqa: E402
+from experiments.common import REPO, fmt_ratio, markdown_table, median_round_trip, write_result
 
 SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
 FLOOR = 0  # the row for a plain int through the same queues: what any handle-passing scheme pays
@@ -82,8 +79,8 @@ def side_torch(reps: int) -> dict[int, float]:
 
 
 def _run_side(side: str, reps: int) -> dict[int, float] | None:
-    done = subprocess.run([sys.executable, __file__, "--side", side, "--reps", str(reps)],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-m", "experiments.bench_cuda_ipc", "--side", side, "--reps", str(reps)],
+                          capture_output=True, text=True, timeout=900, cwd=REPO)
     if done.returncode == 3:
         return None
     if done.returncode != 0:

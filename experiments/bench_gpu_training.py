@@ -23,7 +23,7 @@ A3C run on cuda:0 from making its first update for 12 s:
 Needs a CUDA device with CuPy; without one it says so and exits without
 measuring or writing anything.
 
-usage: python experiments/bench_gpu_training.py [--seconds 20] [--warmup-seconds 20]
+usage: python -m experiments.bench_gpu_training [--seconds 20] [--warmup-seconds 20]
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from common import REPO, fmt_ratio, markdown_table, write_result
+from experiments.common import REPO, fmt_ratio, markdown_table, write_result
 
 TRAIN = [sys.executable, "-m", "framework.train", "train"]
 DEVICES = ("cpu", "cuda:0")

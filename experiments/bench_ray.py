@@ -19,8 +19,8 @@ Writes experiments/results/ray.md and ray.png (return against wall time of
 each run). The figures mean something on a quiet machine only: the result
 file records the load average before and after.
 
-Run: python experiments/bench_ray.py [--seeds 3] [--max-seconds 120] [--reps 200]
-     python experiments/bench_ray.py --seeds 1 --max-seconds 5 --reps 10 --print-only   (a check that it runs)
+Run: python -m experiments.bench_ray [--seeds 3] [--max-seconds 120] [--reps 200]
+     python -m experiments.bench_ray --seeds 1 --max-seconds 5 --reps 10 --print-only   (a check that it runs)
 """
 from __future__ import annotations
 
@@ -37,9 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import REPO, RESULTS, markdown_table, plot_return_curves, return_curve, write_result
-
-sys.path.insert(0, str(REPO))  # this checkout's framework, for the exchange measured in this process
+from experiments.common import REPO, RESULTS, markdown_table, plot_return_curves, return_curve, write_result
 
 CONFIG = REPO / "configs" / "a3c_ray.yaml"
 SYNC_EVERY_S = 0.05

@@ -18,7 +18,7 @@ Measures, in one run on one machine:
   * `share_array` of 256 MiB against `np.copyto` into a ready buffer, with the
     kernel's cost of fresh shared pages and torch's `share_memory_()` beside it.
 Writes experiments/results/sharing.md, with the load average at the start and
-the end. About two and a half minutes on two cores. Run: python experiments/bench_sharing.py
+the end. About two and a half minutes on two cores. Run: python -m experiments.bench_sharing
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 
 import sharing
-from common import (BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, run_baseline, torch_available,
-                    write_result)
+from experiments.common import (BASELINES, TORCH_PYTHON, fmt_ratio, markdown_table, run_baseline,
+                                torch_available, write_result)
 from sharing import room
 
 SIZES = {"4 KiB": 4 << 10, "4 MiB": 4 << 20, "256 MiB": 256 << 20, "1 GiB": 1 << 30}
@@ -293,6 +293,17 @@ def queue_floors() -> dict[str, float]:
 
 # --- the report -------------------------------------------------------------------------------------------
 
+def pages_note(gbs: dict[str, float | None]) -> str:
+    """What the bandwidth table says of making the pages: `empty_shared`'s share of `share_array`'s time, and
+    torch's copy against `empty_shared` alone."""
+    pages, ours, torch = gbs["empty_shared"], gbs["share_array"], gbs["torch share_memory_"]
+    text = f"Making the pages takes {ours / pages:.0%} of `share_array`'s time here"
+    if torch is None:
+        return text + "."
+    return text + (f"; torch's whole copy runs at {torch / pages:.1f}x the rate of `empty_shared` alone"
+                   + (", so its pages cost it less than `empty_shared`'s cost hogshare." if torch > pages else "."))
+
+
 def us(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e6:.0f}"
 
@@ -430,9 +441,9 @@ def main() -> None:
         markdown_table(["pattern", "queue", "strategy", "us per message", "vs floor"], fan_rows),
         "## share_array bandwidth",
         "Bandwidth for 256 MiB (median of 5): `share_array` makes fresh shared pages and copies into them; "
-        "`empty_shared` only makes the pages (the kernel allocates, zeroes and maps each 4 KiB page, the floor "
-        "under any shared copy); torch's `share_memory_()` does the same work as `share_array` (its clone's "
-        "time taken out).",
+        "`empty_shared` only makes the pages (the kernel allocates, zeroes and maps each 4 KiB page); torch's "
+        "`share_memory_()` makes shared pages and copies into them too (its clone's time taken out). "
+        + pages_note(gbs),
         markdown_table(["operation", "GB/s", "vs np.copyto"],
                        [[name, "n/a" if v is None else f"{v:.2f}", "n/a" if v is None else f"{v / gbs['np.copyto']:.0%}"]
                         for name, v in gbs.items()]),

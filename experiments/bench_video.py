@@ -9,7 +9,7 @@ quantized as they come, then encoded), and written as an MP4 (`write_video`).
 While the monitor records it neither logs nor checks its stop conditions, so
 the GIF row is how long a video holds it.
 
-usage: python experiments/bench_video.py [--rounds 3]
+usage: python -m experiments.bench_video [--rounds 3]
 """
 from __future__ import annotations
 
@@ -22,13 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, markdown_table, write_result
-
-sys.path.insert(0, str(REPO))
-from framework import algorithms  # noqa: E402
-from framework.train.config import read_yaml, validate  # noqa: E402
-from framework.train.run_checkpoint import read_checkpoint  # noqa: E402
-from framework.train.video import GifFrames, write_video  # noqa: E402
+from experiments.common import REPO, markdown_table, write_result
+from framework import algorithms
+from framework.train.config import read_yaml, validate
+from framework.train.run_checkpoint import read_checkpoint
+from framework.train.video import GifFrames, write_video
 
 
 def trained_run(logdir: Path) -> Path:

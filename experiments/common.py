@@ -1,9 +1,11 @@
-"""Shared plumbing for the benchmarks: the PyTorch reference programs and result files.
+"""Shared plumbing for the benchmarks: the PyTorch reference programs, runs and their profiles, result files.
 
 The reference programs live in ``../shared/baselines`` (next to the checkout)
 and run in a separate virtual environment that has torch installed; set
 ``HOGSHARE_TORCH_PYTHON`` to its interpreter (default ``/tmp/torchbase/bin/python``,
-the one ``../shared/baselines/README.md`` creates).
+the one ``../shared/baselines/README.md`` creates). Where a run's time goes
+comes from the run itself (summary.json's `profile`, see `run_profile`), not
+from benchmarks reaching into a worker.
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from types import ModuleType
+from typing import Any, Callable, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "experiments" / "results"
@@ -41,6 +44,17 @@ def run_baseline(script: str, *args: object, timeout: float = 900) -> str:
     return done.stdout
 
 
+def baseline_module(script: str) -> ModuleType:
+    """A reference program of ../shared/baselines imported as a module (its `__main__` part does not run): its
+    networks, for timings of the very ones it trains."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(script).stem, BASELINES / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def machine_line() -> str:
     """One line describing where the figures were measured."""
     return (f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -60,8 +74,9 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 
 def this_command() -> str:
-    """The command line that runs this script, relative to the checkout (arguments quoted for a shell)."""
-    return "python " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+    """The command line that runs this script from the checkout's root (`python -m experiments.NAME ARGS`, the
+    arguments quoted for a shell)."""
+    return shlex.join(["python", "-m", sys.modules["__main__"].__spec__.name, *sys.argv[1:]])
 
 
 def write_result(name: str, title: str, sections: Sequence[str], command: str | None = None) -> Path:
@@ -112,12 +127,12 @@ class Side:
     """A process that times things on request (`serve` at its end), kept for a whole benchmark so that the sides
     of a comparison take turns case by case: a change in the machine's load then hits them alike."""
 
-    def __init__(self, args: Sequence[str], env: dict | None = None) -> None:
+    def __init__(self, args: Sequence[str], env: dict | None = None, cwd: Path = REPO) -> None:
         import tempfile
 
         self.errors = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
-                                        text=True, env=env)
+                                        text=True, env=env, cwd=cwd)
 
     def ask(self, **request: Any) -> dict:
         """Send one request, wait for its answer; RuntimeError with the process's stderr when it died."""
@@ -192,80 +207,27 @@ def median_round_trip(inbox, outbox, item: object, reps: int, warmup: int = 10) 
     return statistics.median(times)
 
 
-def a3c_worker(config: str, overrides: Sequence[str]) -> Any:
-    """One A3C worker (rank 0 of 1) built in this process from the checkout on sys.path: its configs/<config> with
-    `overrides`, a shared model and optimizer of its own."""
-    import framework
-    from framework import algorithms
-    from framework.algorithms.a3c.worker import Worker
-    from framework.runtime.algorithm import WorkerContext
-    from framework.train.config import load_config
-    from framework.runtime.run_stats import RunStats
-
-    a3c = algorithms.get("a3c")
-    settings = load_config(Path(framework.__file__).resolve().parent.parent / "configs" / config, list(overrides))
-    shared = a3c.build_model(settings).share_memory()
-    optimizer = a3c.build_optimizer(shared, settings).share_memory()
-    return Worker(a3c.build_model(settings),
-                  WorkerContext(0, 123, settings, shared, optimizer, RunStats(1, a3c.metrics).writer(0)))
+PROFILE_ORDER = ("env", "act", "learn")
+"""The phases of a run's profile shown first, in this order; any others follow by name."""
 
 
-def worker_breakdown(config: str, overrides: Sequence[str], seconds: float) -> dict:
-    """Milliseconds per env step of one A3C worker built in this process from the checkout on sys.path (its
-    configs/<config> with `overrides`, and its workers' memory policy): `update_ms` a whole update, `env_ms`
-    stepping the envs and `act_ms` acting (the rollout's noise, the policy forward, the sampling) within it, as
-    means over the updates that fill about `seconds`; `learn_ms` the rollout's forward+backward (a median over
-    calls), and `other_ms` the rest of an update (sync, bookkeeping, advantages, optimizer step). envs and
-    n_steps come with them."""
-    import time
+def run_profile(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """Microseconds per env step of each phase of the runs' own profiles taken together, or None when a run has
+    none.
 
-    import numpy as np
-
-    try:
-        from framework.train.backends.local import keep_freed_memory
-    except ImportError:  # a checkout from before workers kept the memory they free
-        pass
-    else:
-        keep_freed_memory()
-    worker = a3c_worker(config, overrides)
-    for _ in range(2):
-        worker.update()
-
-    spent = {"env": 0.0, "act": 0.0}
-
-    def timing(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any) -> Any:
-            begin = time.perf_counter()
-            try:
-                return fn(*args)
-            finally:
-                spent[part] += time.perf_counter() - begin
-        return timed
-    worker.envs.step = timing("env", worker.envs.step)  # instance attributes: the update calls these
-    for method in ("_act", "_action_noise"):  # a checkout from before the rollout's noise was drawn at once has one
-        if hasattr(worker, method):
-            setattr(worker, method, timing("act", getattr(worker, method)))
-    updates, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds or updates < 3:
-        worker.update()
-        updates += 1
-    whole = time.perf_counter() - start
-
-    def learn() -> None:
-        worker.local_arena.grad[...] = 0.0
-        worker.loss()[0].backward()
-    learning, start = [], time.perf_counter()
-    while time.perf_counter() - start < seconds or len(learning) < 3:
-        begin = time.perf_counter()
-        learn()
-        learning.append(time.perf_counter() - begin)
-    steps = worker.E * worker.T
-    result = {"envs": worker.E, "n_steps": worker.T, "env_ms": spent["env"] * 1000 / (steps * updates),
-              "act_ms": spent["act"] * 1000 / (steps * updates), "learn_ms": float(np.median(learning)) * 1000 / steps,
-              "update_ms": whole * 1000 / (steps * updates)}
-    result["other_ms"] = max(result["update_ms"] - result["env_ms"] - result["act_ms"] - result["learn_ms"], 0.0)
-    worker.envs.close()
-    return result
+    A run's summary.json reports where its worker processes' time went as `profile`: seconds per phase (at least
+    `env`, `act` and `learn`, and `sync`, `wait` and the others a run has), each summed over its worker
+    processes. A phase's seconds over the runs' env steps are what that phase costs a worker per env step it
+    steps (the worker's own time, not the run's wall time). Runs of a framework that does not write the profile
+    yet give None: the pages that show it then say it was not measured.
+    """
+    profiles = [summary.get("profile") for summary in summaries]
+    if not profiles or not all(profiles):
+        return None
+    steps = sum(summary["env_steps"] for summary in summaries)
+    phases = sorted({phase for profile in profiles for phase in profile},
+                    key=lambda p: (PROFILE_ORDER.index(p) if p in PROFILE_ORDER else len(PROFILE_ORDER), p))
+    return {phase: sum(profile.get(phase, 0.0) for profile in profiles) * 1e6 / steps for phase in phases}
 
 
 def train_run(config: Path, sets: Sequence[str], logdir: Path, timeout: float) -> Path:

@@ -4,8 +4,9 @@ Run first by gpu_check.sh, so that IPC failing under a machine's CUDA runtime or
 sandbox shows as such, before hogshare's own tests. Uses no hogshare code.
 Prints one line; exit status 0 when the child read the parent's values.
 
-    python experiments/cuda_ipc_smoke.py
+    python -m experiments.cuda_ipc_smoke
 """
+import argparse
 import multiprocessing
 import queue
 import sys
@@ -20,7 +21,8 @@ def _read(handle: bytes, answers) -> None:
     cupy.cuda.runtime.ipcCloseMemHandle(ptr)
 
 
-if __name__ == "__main__":
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     import cupy
 
     memory = cupy.cuda.Memory(2 << 20)  # one cudaMalloc of 2 MiB: never sub-allocated by the driver
@@ -37,3 +39,7 @@ if __name__ == "__main__":
     child.join(10)
     print(f"CUDA IPC smoke test: {'ok' if seen == [42.0] * 4 else 'FAILED'}: the spawned child read {seen}")
     sys.exit(0 if seen == [42.0] * 4 else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,7 @@
 # The GPU checks in one go, for a machine with an NVIDIA GPU and no network, in about 7 minutes (each step gets
 # at most what is left of a 420 s budget). Made for the device machine as it comes: Python 3.12 with CuPy
 # (cupy-cuda13x), PyTorch, pytest, tensorboard, pyyaml and tqdm, and no gymnasium. Steps:
-#   1. smoke:   experiments/cuda_ipc_smoke.py, one CUDA IPC handle opened in a spawned child with CuPy alone,
+#   1. smoke:   experiments.cuda_ipc_smoke, one CUDA IPC handle opened in a spawned child with CuPy alone,
 #               so that IPC failing under the machine's runtime shows as such;
 #   2. install, offline: the wheels in .whl/ if any (gymnasium and farama-notifications for the A3C tests,
 #               ale-py for bench_gpu_training's Atari workload:
@@ -11,7 +11,7 @@
 #               tests themselves run the checkout, and `train` as `python -m framework.train`). Without
 #               gymnasium the tests that need it (A3C on CartPole, listed below) are deselected;
 #   3. the tests marked `gpu` (in the folders that hold them, so that no other test module is imported);
-#   4. the GPU benchmarks (bench_cuda_ipc.py, bench_gpu_training.py).
+#   4. the GPU benchmarks (experiments.bench_cuda_ipc, experiments.bench_gpu_training).
 # Nothing here uses the network. Everything lands in OUTDIR:
 #   smoke.log, install.log, gpu-tests.log, gpu-tests.xml (JUnit), bench_cuda_ipc.log, cuda_ipc.md,
 #   bench_gpu_training.log, gpu_training.md
@@ -42,7 +42,7 @@ limit() {
 
 status=0
 echo "== 1. CUDA IPC smoke test (CuPy alone)"
-timeout -k 5 "$(limit 60)" "$py" experiments/cuda_ipc_smoke.py 2>&1 | tee "$out/smoke.log" || status=1
+timeout -k 5 "$(limit 60)" "$py" -m experiments.cuda_ipc_smoke 2>&1 | tee "$out/smoke.log" || status=1
 
 echo "== 2. offline install"
 {
@@ -67,7 +67,7 @@ if ! "$py" -c "import gymnasium" 2>/dev/null; then
   for test in "${gymnasium_tests[@]}"; do deselect+=(--deselect "$test"); done
 fi
 
-# run_bench NAME CAP ARGS...: experiments/bench_NAME.py ARGS, logged to OUTDIR/bench_NAME.log; its result
+# run_bench NAME CAP ARGS...: python -m experiments.bench_NAME ARGS, logged to OUTDIR/bench_NAME.log; its result
 # file (written by this run) is copied to OUTDIR. Returns 1 when it failed, wrote nothing or had no time.
 run_bench() {
   local name=$1 cap=$2 log="$out/bench_$1.log" result="experiments/results/$1.md"
@@ -75,10 +75,10 @@ run_bench() {
   local secs
   secs=$(limit "$cap")
   if [ "$secs" -lt 10 ]; then
-    echo "no time left for bench_$name.py (the $BUDGET s budget is used up)" | tee "$log"
+    echo "no time left for experiments.bench_$name (the $BUDGET s budget is used up)" | tee "$log"
     return 1
   fi
-  timeout -k 10 "$secs" "$py" "experiments/bench_$name.py" "$@" 2>&1 | tee "$log" || return 1
+  timeout -k 10 "$secs" "$py" -m "experiments.bench_$name" "$@" 2>&1 | tee "$log" || return 1
   if [ -f "$result" ] && [ "$result" -nt "$stamp" ]; then
     cp "$result" "$out/"
   else

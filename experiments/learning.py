@@ -10,7 +10,7 @@ Writes experiments/results/learning.md (per environment: the final mean
 return over the last 100 episodes, mean ± std over seeds, wall time, env
 steps, seconds to the target) and learning.png (the curves).
 
-usage: python experiments/learning.py [--seeds 5] [--first-seed 0] [--tasks cartpole,acrobot,...]
+usage: python -m experiments.learning [--seeds 5] [--first-seed 0] [--tasks cartpole,acrobot,...]
            [--cartpole-seconds 60] [--acrobot-seconds 60] [--lunarlander-seconds 900]
            [--pendulum-seconds 150] [--full-budget] [--defaults]
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from common import REPO, RESULTS, load, markdown_table, return_curve, train_run, write_result
+from experiments.common import REPO, RESULTS, load, markdown_table, return_curve, train_run, write_result
 
 
 
@@ -158,7 +158,7 @@ def defaults_section(results: dict[Task, list[dict]], seeds: range) -> str:
         "`configs/a3c_continuous.yaml` (continuous actions) with `--set env.id=ID` and, so that the run stops "
         "there, `--set trainer.target_return=` gymnasium's threshold for ID; no hyperparameter changed. "
         f"Budget 300 s per run, seeds {seeds.start}..{seeds.stop - 1}, 2 workers, one run at a time "
-        f"(`python experiments/learning.py --defaults --seeds {len(seeds)} --first-seed {seeds.start}`); "
+        f"(`python -m experiments.learning --defaults --seeds {len(seeds)} --first-seed {seeds.start}`); "
         f"load {load()} at the end.",
         table, "![default configs](learning_defaults.png)"]) + "\n"
 

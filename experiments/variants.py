@@ -8,7 +8,7 @@ measured again replaces its runs), and experiments/results/TASK_variants.md is
 written from all of them: per variant, the seeds that reached the target, the
 wall seconds of those runs (they stop at the target), and the final mean returns.
 
-usage: python experiments/variants.py --task lunarlander|pendulum [--seeds 5] [--first-seed 10]
+usage: python -m experiments.variants --task lunarlander|pendulum [--seeds 5] [--first-seed 10]
            [--seconds 480] [--variants baseline,normalize_obs,...] [--report-only]
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import argparse
 import json
 import statistics
 
-from common import RESULTS, load, markdown_table, write_result
-from learning import TASKS, Task, available, mean_std, run_seed
+from experiments.common import RESULTS, load, markdown_table, write_result
+from experiments.learning import TASKS, Task, available, mean_std, run_seed
 
 REACHED = "target_return reached"
 
@@ -97,7 +97,7 @@ def main() -> None:
              "than on a quiet machine, for every variant alike."]
     path = write_result(f"{task.name}_variants", f"A3C on {task.env_id}: changes of configs/{task.config}, one at "
                         "a time", [table, *notes],
-                        command=f"python experiments/variants.py --task {task.name} --variants NAME,...")
+                        command=f"python -m experiments.variants --task {task.name} --variants NAME,...")
     print(path.read_text())
 
 

@@ -8,16 +8,17 @@ experiments/results/zoo.json, one entry per task, so rows can be measured on dif
 zoo_<task>.png (mean return of the last 100 episodes against env steps, rl-zoo's final A2C and PPO figures as
 lines) are rewritten from every row measured so far.
 
---speed-seconds S times both sides of the speed column, one after the other, each alone on the machine for S
-seconds: the task's config (its steady env steps/s, logged past its first SPEED_WARMUP_S seconds) and
-Stable-Baselines3's A2C with rl-zoo's hyperparameters (in the interpreter HOGSHARE_SB3_PYTHON names, default
+--speed-seconds S times the speed columns, one after the other, each alone on the machine for S seconds: the
+task's config (its steady env steps/s, logged past its first SPEED_WARMUP_S seconds), and Stable-Baselines3's
+A2C and PPO with rl-zoo's hyperparameters (in the interpreter HOGSHARE_SB3_PYTHON names, default
 /tmp/sb3/bin/python: a venv with `stable-baselines3[extra] rl_zoo3 gymnasium[mujoco,box2d]`, see
 ../shared/baselines/README.md). The learning runs' own rate is shown beside it: it counts whatever else the
 machine ran meanwhile. --speed-only times a measured row without training it again.
 
-usage: python experiments/zoo.py --task halfcheetah [--seeds 3] [--first-seed 0] [--max-seconds S]
+usage: python -m experiments.zoo --task halfcheetah [--seeds 3] [--first-seed 0] [--max-seconds S]
            [--speed-seconds 60 [--speed-only]] [--set KEY=VALUE ...]
-       python experiments/zoo.py --write     (only rewrite zoo.md and the plots from zoo.json)
+       python -m experiments.zoo --task pong --score RUN_DIR [RUN_DIR ...]   (runs trained, or resumed, by hand)
+       python -m experiments.zoo --write     (only rewrite zoo.md and the plots from zoo.json)
 """
 from __future__ import annotations
 
@@ -27,15 +28,15 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, RESULTS, load, machine_line, markdown_table, steady_mean, train_run, window_events
+import yaml
 
-sys.path.insert(0, str(REPO))  # this checkout's framework scores the runs it trained
+from experiments.common import (REPO, RESULTS, load, machine_line, markdown_table, steady_mean, train_run,
+                                window_events)
 
 SB3_PYTHON = os.environ.get("HOGSHARE_SB3_PYTHON", "/tmp/sb3/bin/python")
 RUNS = REPO / "runs" / "zoo"
@@ -43,6 +44,8 @@ RUNS = REPO / "runs" / "zoo"
 EVAL_EPISODES = 10
 SPEED_WARMUP_S = 10.0
 CURVE_POINTS = 200
+SESSION_GAP_S = 60.0
+"""Logged intervals further apart than this belong to two sessions of a run (it was stopped, then resumed)."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,8 @@ TRIED = {
             "RMSprop in TensorFlow's form (`rmsprop_tf_like`) and the lr decaying to 0 over the 10 M steps, the mean "
             "return rose from -21 to -10 by 4 M steps, then only to 3.4 at 10 M (2.2 hours, the cores shared with "
             "the MuJoCo rows): that run is the row above (`--set optimizer.lr_decay=linear`). The shipped config "
-            "keeps the lr constant, as rl-zoo's A2C on Atari does; it has not yet been run to 10 M steps (`python "
-            "experiments/zoo.py --task pong`, about 1.5 hours alone on 2 cores).",
+            "keeps the lr constant, as rl-zoo's A2C on Atari does; it has not yet been run to 10 M steps (`python -m "
+            "experiments.zoo --task pong`, about 1.5 hours alone on 2 cores).",
     "breakout": "IMPALA's Pong config with the game changed, and the learning signals of rl-zoo's AtariWrapper: "
                 "rewards' signs and a lost life as the end of the learner's episode (`env.sign_reward`, "
                 "`env.life_loss_done`); its returns are whole games in points, as rl-zoo's. As first measured, on "
@@ -121,7 +124,6 @@ TRIED = {
                 "3 seeds score 3.8 times what A3C's did, and 64% of rl-zoo's PPO figure; every seed's training return "
                 "was still climbing over the budget's last 400 k steps (the plot).",
 }
-SB3_PROGRAM = Path(__file__).with_name("sb3_a2c_speed.py")
 
 
 def train(task: Task, seed: int, logdir: Path, max_seconds: float, overrides: list[str]) -> Path:
@@ -159,13 +161,34 @@ def run_seed(task: Task, seed: int, max_seconds: float, overrides: list[str]) ->
     return scored(task, seed, run_dir)
 
 
+def reached(task: Task, run_dir: Path) -> dict[str, float | None]:
+    """The wall seconds at which the run's mean return of the last 100 training episodes first reached rl-zoo's A2C
+    and PPO figures (None: never). Seconds count the run's own sessions: a gap of more than SESSION_GAP_S between
+    two logged intervals is a pause between a run and its resume, and is left out."""
+    events = window_events(run_dir)
+    figures = {"a2c": task.a2c, "ppo": task.ppo}
+    found: dict[str, float | None] = {name: None for name in figures}
+    elapsed, last = 0.0, None
+    for event in events:
+        if last is not None and event.wall_time - last <= SESSION_GAP_S:
+            elapsed += event.wall_time - last
+        last = event.wall_time
+        for name, figure in figures.items():
+            if figure is not None and found[name] is None and event.value >= figure:
+                found[name] = elapsed
+    return found
+
+
 def scored(task: Task, seed: int, run_dir: Path) -> dict:
     """A finished run of the task's config, scored: its entry in a row's runs."""
     summary = json.loads((run_dir / "summary.json").read_text())
     score, how = evaluation(task, run_dir, summary)
+    sessions = len(list(run_dir.glob("events.out.tfevents.*")))  # a resume adds one event file
+    where = run_dir.relative_to(REPO) if run_dir.is_relative_to(REPO) else run_dir
     result = {"seed": seed, "score": score, "scored_by": how, "env_steps": summary["env_steps"],
               "wall_seconds": summary["wall_seconds"], "steps_per_second": summary["steps_per_second"],
-              "stop_reason": summary["stop_reason"], "curve": curve(run_dir), "run": str(run_dir.relative_to(REPO))}
+              "stop_reason": summary["stop_reason"], "curve": curve(run_dir), "run": str(where),
+              "sessions": sessions, "reached": reached(task, run_dir)}
     print(f"{task.name} seed {seed}: {score:.1f} ({how}) after {result['env_steps']:,} env steps in "
           f"{result['wall_seconds']:.0f} s ({result['steps_per_second']:,.0f}/s, {result['stop_reason']})", flush=True)
     return result
@@ -181,16 +204,23 @@ def alone_speed(task: Task, seconds: float, overrides: list[str]) -> dict:
     return {"seconds": seconds, "steps_per_second": rate, "load": load()}
 
 
-def sb3_speed(task: Task, seconds: float) -> dict:
-    """Stable-Baselines3 A2C (rl-zoo's hyperparameters) on the task for `seconds`: its env steps/s."""
+def sb3_speed(task: Task, seconds: float, algo: str) -> dict:
+    """Stable-Baselines3's `algo` (a2c or ppo, rl-zoo's hyperparameters) on the task for `seconds`: its env steps/s."""
     if not Path(SB3_PYTHON).exists():
         raise SystemExit(f"--speed-seconds: no interpreter at {SB3_PYTHON}; set HOGSHARE_SB3_PYTHON to a venv with "
                          f"stable-baselines3[extra] and rl_zoo3")
-    done = subprocess.run([SB3_PYTHON, str(SB3_PROGRAM), task.zoo_env if task.atari else task.env_id,
-                           str(seconds)], capture_output=True, text=True, timeout=seconds + 600)
+    done = subprocess.run([SB3_PYTHON, "-m", "experiments.sb3_speed", "--algo", algo,
+                           task.zoo_env if task.atari else task.env_id, str(seconds)],
+                          capture_output=True, text=True, timeout=seconds + 600, cwd=REPO)
     if done.returncode != 0:
-        raise SystemExit(f"sb3_a2c_speed.py failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(f"sb3_speed.py --algo {algo} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def speeds(task: Task, seconds: float, overrides: list[str]) -> dict:
+    """The speed columns, each side alone for `seconds`: hogshare's config, SB3's A2C and SB3's PPO."""
+    return {"alone": alone_speed(task, seconds, overrides), "sb3": sb3_speed(task, seconds, "a2c"),
+            "sb3_ppo": sb3_speed(task, seconds, "ppo")}
 
 
 def mean_std(values: list[float], digits: int = 0) -> str:
@@ -199,13 +229,30 @@ def mean_std(values: list[float], digits: int = 0) -> str:
 
 
 def verdict(task: Task, scores: list[float]) -> str:
-    """Against rl-zoo's A2C figure (its PPO one where it has no A2C row): met on every seed, or by how much not."""
-    figure, name = (task.a2c, "A2C") if task.a2c is not None else (task.ppo, "PPO")
-    met = sum(s >= figure for s in scores)
-    if met == len(scores):
-        return f"met ({name}), {met} of {len(scores)} seeds"
-    return (f"**not met** ({name}): {met} of {len(scores)} seeds; mean {statistics.mean(scores) - figure:+,.0f} "
-            f"({statistics.mean(scores) / figure:.0%} of it)")
+    """Against rl-zoo's PPO figure as a mean over seeds with no seed below its A2C figure (its PPO one where it
+    has no A2C row): met, or by how much not."""
+    floor, floor_name = (task.a2c, "A2C") if task.a2c is not None else (task.ppo, "PPO")
+    mean = statistics.mean(scores)
+    below = sum(s < floor for s in scores)
+    if mean >= task.ppo and below == 0:
+        return f"met: mean at PPO's or above, no seed below {floor_name}'s"
+    parts = [] if mean >= task.ppo else [f"mean {mean - task.ppo:+,.1f} ({mean / task.ppo:.0%} of PPO's)"]
+    if below:
+        parts.append(f"{below} of {len(scores)} seeds below {floor_name}'s")
+    return "**not met**: " + "; ".join(parts)
+
+
+def time_to(runs: list[dict], name: str) -> str:
+    """Each seed's minutes to a figure (- where it never got there)."""
+    times = [r.get("reached", {}).get(name) for r in runs]
+    return " / ".join("-" if t is None else f"{t / 60:.0f}" for t in times)
+
+
+def projected(task: Task, speed: dict | None) -> str:
+    """SB3 PPO's env steps/s alone and the wall time its budget would take at that rate."""
+    if speed is None:
+        return "-"
+    return f"{speed['steps_per_second']:,.0f} ({task.budget / speed['steps_per_second'] / 60:,.0f} min)"
 
 
 def row(task: Task, entry: dict) -> list[str]:
@@ -217,10 +264,10 @@ def row(task: Task, entry: dict) -> list[str]:
     return [task.zoo_env, config,
             f"{task.budget / 1e6:g} M", str(len(runs)), mean_std(scores, digits),
             "-" if task.a2c is None else f"{task.a2c:g}", f"{task.ppo:g}", verdict(task, scores),
-            mean_std([r["wall_seconds"] / 60 for r in runs], 1) + " min",
+            mean_std([r["wall_seconds"] / 60 for r in runs], 1) + " min", time_to(runs, "a2c"), time_to(runs, "ppo"),
             "-" if alone is None else f"{alone['steps_per_second']:,.0f}",
             f"{statistics.mean(r['steps_per_second'] for r in runs):,.0f}",
-            "-" if sb3 is None else f"{sb3['steps_per_second']:,.0f}"]
+            "-" if sb3 is None else f"{sb3['steps_per_second']:,.0f}", projected(task, entry.get("sb3_ppo"))]
 
 
 def plot(task: Task, entry: dict, path: Path) -> None:
@@ -250,8 +297,11 @@ def write(results: dict) -> Path:
     for task, entry in measured:
         plot(task, entry, RESULTS / f"zoo_{task.name}.png")
     table = markdown_table(["task (rl-zoo's id)", "hogshare config", "budget", "seeds", "hogshare return",
-                            "rl-zoo A2C", "rl-zoo PPO", "against rl-zoo", "wall time", "env steps/s alone",
-                            "env steps/s of the runs", "SB3 A2C env steps/s alone"], [row(t, e) for t, e in measured])
+                            "rl-zoo A2C", "rl-zoo PPO", "against rl-zoo", "wall time",
+                            "minutes to A2C's figure, per seed", "minutes to PPO's figure, per seed", "env steps/s alone",
+                            "env steps/s of the runs", "SB3 A2C env steps/s alone",
+                            "SB3 PPO env steps/s alone (its budget at that rate, projected)"],
+                           [row(t, e) for t, e in measured])
     missing = [t for t in TASKS.values() if t.name not in results]
     lines = [
         "# hogshare on rl-baselines3-zoo's tasks", "",
@@ -259,9 +309,12 @@ def write(results: dict) -> Path:
         "env steps (greedy, except Atari). hogshare's: each seed trains the shipped config for the same budget "
         f"(2 workers on this machine's 2 cores), then plays {EVAL_EPISODES} greedy episodes as `evaluate` does; "
         "for Atari, the mean of the last 100 training episodes (sampled actions). The return column is mean ± std "
-        "over seeds. Speed: each side alone on the machine for the seconds each row gives (`--speed-seconds`), and the "
-        "learning runs' own rate, which counts whatever else ran beside them. `python experiments/zoo.py --task "
-        "NAME --seeds N` measures a row; each row says when and how loaded the machine was below.", "",
+        "over seeds. The goal: a mean at rl-zoo's PPO figure or above, no seed below its A2C figure. Minutes to a "
+        "figure: the wall time at which a run's mean return of its last 100 training episodes first reached it, "
+        "the pauses of a resumed run left out. Speed: each side alone on the machine for the seconds each row gives "
+        "(`--speed-seconds`), and the learning runs' own rate, which counts whatever else ran beside them. "
+        "`python -m experiments.zoo --task NAME --seeds N` measures a row, `--score RUN_DIR ...` scores runs "
+        "trained (and resumed) by hand; each row says when and how loaded the machine was below.", "",
         table, "",
     ]
     if missing:
@@ -271,7 +324,9 @@ def write(results: dict) -> Path:
                   f"Measured {entry['measured']} on {entry['machine']}; {entry['load']}. Scored by "
                   f"{entry['runs'][0]['scored_by']}. Per seed: "
                   + "; ".join(f"seed {r['seed']} {r['score']:,.1f} after {r['env_steps']:,} steps in "
-                              f"{r['wall_seconds'] / 60:.1f} min" for r in entry["runs"]) + ".", ""]
+                              f"{r['wall_seconds'] / 60:.1f} min"
+                              + (f" (resumed: {r['sessions']} sessions)" if r.get("sessions", 1) > 1 else "")
+                              for r in entry["runs"]) + ".", ""]
         if entry.get("alone"):
             a = entry["alone"]
             lines += [f"hogshare alone for {a['seconds']:.0f} s: {a['steps_per_second']:,.0f} env steps/s past its "
@@ -280,6 +335,12 @@ def write(results: dict) -> Path:
             s = entry["sb3"]
             lines += [f"Stable-Baselines3 A2C, rl-zoo's hyperparameters ({s['hyperparameters']}), alone for "
                       f"{s['seconds']:.0f} s: {s['env_steps']:,} env steps, {s['steps_per_second']:,.0f}/s.", ""]
+        if entry.get("sb3_ppo"):
+            s = entry["sb3_ppo"]
+            lines += [f"Stable-Baselines3 PPO, rl-zoo's hyperparameters ({s['hyperparameters']}), alone for "
+                      f"{s['seconds']:.0f} s: {s['steps_per_second']:,.0f} env steps/s; at that rate its budget of "
+                      f"{task.budget:,} env steps would take {task.budget / s['steps_per_second'] / 60:,.0f} minutes "
+                      f"(a projection, not a run).", ""]
         if task.name in TRIED:
             lines += [TRIED[task.name], ""]
         lines += [f"![{task.zoo_env}](zoo_{task.name}.png)", ""]
@@ -295,12 +356,15 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--max-seconds", type=float, default=6 * 3600, help="wall-second cap of each run")
     parser.add_argument("--speed-seconds", type=float, default=0,
-                        help="also time the config and SB3 A2C, each alone, for this long (0: not)")
+                        help="also time the config, SB3's A2C and SB3's PPO, each alone, for this long (0: not)")
     parser.add_argument("--speed-only", action="store_true",
                         help="only time the two sides (for --speed-seconds) and add them to the task's measured row")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an override of the shipped config (a trial; the row says so)")
     parser.add_argument("--write", action="store_true", help="only rewrite zoo.md and the plots from zoo.json")
+    parser.add_argument("--score", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="with --task: make the row from these finished run directories of its config (each "
+                             "trained for its budget, perhaps resumed), seeds read from their config.yaml")
     args = parser.parse_args()
     store = RESULTS / "zoo.json"
     results = json.loads(store.read_text()) if store.exists() else {}
@@ -308,8 +372,7 @@ def main() -> None:
         if args.task not in results or args.speed_seconds <= 0:
             parser.error("--speed-only: needs --task of a measured row and --speed-seconds > 0")
         entry = results[args.task]
-        entry["alone"] = alone_speed(TASKS[args.task], args.speed_seconds, entry["overrides"])
-        entry["sb3"] = sb3_speed(TASKS[args.task], args.speed_seconds)
+        entry.update(speeds(TASKS[args.task], args.speed_seconds, entry["overrides"]))
         store.write_text(json.dumps(results, indent=1) + "\n")
     elif not args.write:
         if args.task is None:
@@ -318,16 +381,20 @@ def main() -> None:
         if importlib.util.find_spec(task.needs) is None:
             parser.error(f"--task {task.name}: needs the {EXTRAS[task.needs]} extra: pip install -e "
                          f"'.[{EXTRAS[task.needs]}]'")
-        seeds = range(args.first_seed, args.first_seed + (args.seeds or task.seeds))
         started = load()
+        if args.score:
+            runs = [scored(task, yaml.safe_load((d / "config.yaml").read_text())["seed"], d.resolve())
+                    for d in args.score]
+        else:
+            seeds = range(args.first_seed, args.first_seed + (args.seeds or task.seeds))
+            runs = [run_seed(task, s, args.max_seconds, args.set) for s in seeds]
         entry = {"config": task.config, "overrides": args.set, "measured": time.strftime("%Y-%m-%d"),
-                 "machine": machine_line(), "runs": [run_seed(task, s, args.max_seconds, args.set) for s in seeds]}
+                 "machine": machine_line(), "runs": runs}
         entry["load"] = f"{started} at the start, {load()} at the end"
         if args.speed_seconds > 0:
-            entry["alone"] = alone_speed(task, args.speed_seconds, args.set)
-            entry["sb3"] = sb3_speed(task, args.speed_seconds)
-        elif "sb3" in results.get(task.name, {}):  # SB3's side does not change with hogshare's config
-            entry["sb3"] = results[task.name]["sb3"]
+            entry.update(speeds(task, args.speed_seconds, args.set))
+        else:  # SB3's side does not change with hogshare's config
+            entry.update({k: v for k, v in results.get(task.name, {}).items() if k in ("sb3", "sb3_ppo")})
         results[task.name] = entry
         store.write_text(json.dumps(results, indent=1) + "\n")
     print(write(results).read_text())

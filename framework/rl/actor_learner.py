@@ -52,14 +52,22 @@ from framework.rl.vtrace import vtrace
 
 ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
     **ROLLOUT_SCHEMA,
-    "learners": Field("int", 1, low=1, high=256),
-    "batch_trajectories": Field("int", 4, low=1, high=4096),
-    "slots_per_actor": Field("int", 2, low=1, high=256),
-    "max_actor_wait_s": Field("float", 2.0, low=0.0, high=3600.0),
-    "max_learner_wait_s": Field("float", 0.1, low=0.0, high=3600.0),
-    "entropy_coef": Field("float", 0.01, low=0.0),
-    "value_coef": Field("float", 0.5, low=0.0),
-    "max_grad_norm": Field("float", 40.0, low=0.0, low_open=True),
+    "learners": Field("int", 1, low=1, high=256,
+                      doc="learner processes; above 1 they update the shared model lock-free, as Hogwild workers do"),
+    "batch_trajectories": Field("int", 4, low=1, high=4096,
+                                doc="trajectories (slots) a learner takes for one batch, the oldest first"),
+    "slots_per_actor": Field("int", 2, low=1, high=256,
+                             doc="slots of the shared trajectory buffer per actor, each one rollout of `n_steps` "
+                                 "steps of the actor's envs"),
+    "max_actor_wait_s": Field("float", 2.0, low=0.0, high=3600.0,
+                              doc="an actor waits this long for one of its slots to come back, then overwrites its "
+                                  "oldest rollout no learner has taken (counted in `perf/trajectories_dropped`)"),
+    "max_learner_wait_s": Field("float", 0.1, low=0.0, high=3600.0,
+                                doc="a learner waits this long for `batch_trajectories` full slots, then takes those "
+                                    "there are, as soon as there is one"),
+    "entropy_coef": Field("float", 0.01, low=0.0, doc="weight of the entropy bonus in the loss"),
+    "value_coef": Field("float", 0.5, low=0.0, doc="weight of the value loss in the loss"),
+    "max_grad_norm": Field("float", 40.0, low=0.0, low_open=True, doc="gradients are clipped to this global norm"),
 }
 """`algorithm` keys of an actor-learner plugin: the rollout's, the learners and the buffer, the loss weights."""
 

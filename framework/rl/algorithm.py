@@ -37,33 +37,77 @@ from framework.rl.spaces import ObservationLayout
 from framework.rl.trajectories import TrajectoryBuffer
 
 ROLLOUT_SCHEMA: dict[str, Field] = {
-    "gamma": Field("float", 0.99, low=0.0, high=1.0),
-    "n_steps": Field("int", 20, low=1, high=100_000),
+    "gamma": Field("float", 0.99, low=0.0, high=1.0, doc="discount"),
+    "n_steps": Field("int", 20, low=1, high=100_000, doc="steps of each env per rollout (and per update)"),
 }
 """`algorithm` keys a `RolloutWorker` reads: the discount and the steps of each env per rollout."""
 
 SECTIONS: dict[str, Any] = {
     "env": {
-        "id": Field("str", "CartPole-v1", check=env_id_problem),
-        "kwargs": Field("mapping", {}),
-        "envs_per_worker": Field("int", 4, low=1, high=4096),
-        "vectorize": Field("bool", True),
-        "normalize_obs": Field("bool", False),
-        "clip_obs": Field("float", 10.0, low=0.0, low_open=True),
-        "normalize_reward": Field("bool", False),
-        "clip_reward": Field("float", 10.0, low=0.0, low_open=True),
-        "sign_reward": Field("bool", False),
-        "life_loss_done": Field("bool", False),
+        "id": Field("str", "CartPole-v1", check=env_id_problem,
+                    doc="a registered gymnasium id (any ALE game id gets the Atari preprocessing), `module:EnvId` "
+                        "(imports `module`, which registers the id) or `module:Factory` (an Env subclass or a "
+                        "callable returning an Env; `env.kwargs` go to it); see [environments.md](environments.md)"),
+        "kwargs": Field("mapping", {}, doc="keyword arguments for `gym.make` (or the factory)"),
+        "envs_per_worker": Field("int", 4, low=1, high=4096,
+                                 doc="environments each worker steps in a batch (as one vector env where the id "
+                                     "registers one that resets in the same step, e.g. Atari's AtariVectorEnv, or "
+                                     "CartPole's CartPoleVectorEnv in hogshare's same-step version; else a loop of "
+                                     "envs)"),
+        "vectorize": Field("bool", True,
+                           doc="`false` steps the batch as a loop of envs even where a vector env would serve "
+                               "(CartPole's steps the same episodes as the loop, to the bit; Atari's differ in its "
+                               "no-op counts)"),
+        "normalize_obs": Field("bool", False,
+                               doc="standardise observations with running statistics shared by all workers, clipped "
+                                   "to ±`clip_obs` (as Stable-Baselines3's VecNormalize; not for image "
+                                   "observations)"),
+        "clip_obs": Field("float", 10.0, low=0.0, low_open=True,
+                          doc="with `normalize_obs`, the bound of standardised observations"),
+        "normalize_reward": Field("bool", False,
+                                  doc="divide rewards by the running std of the discounted return, clipped to "
+                                      "±`clip_reward`; episode returns are still reported in the env's units"),
+        "clip_reward": Field("float", 10.0, low=0.0, low_open=True,
+                             doc="with `normalize_reward`, the bound of normalised rewards"),
+        "sign_reward": Field("bool", False,
+                             doc="learn from the sign of each reward (-1, 0, 1), as the DQN, A3C and IMPALA papers "
+                                 "clip Atari's (before `normalize_reward` when both are on); episode returns still "
+                                 "count the env's own rewards"),
+        "life_loss_done": Field("bool", False,
+                                doc="learn as if the loss of a life ended the episode (no bootstrapping across it; an "
+                                    "LSTM's state starts again), as Stable-Baselines3's AtariWrapper does, while the "
+                                    "game goes on: episodes, their returns and evaluation stay whole games. Needs an "
+                                    "env whose step info reports `lives` (ALE games do); one that does not is "
+                                    "refused at its first step"),
     },
-    "model": {**MLP_SCHEMA, "lstm": Field("bool", False), "shared_body": Field("bool", True),
-              "conv": Field("str", "a3c", choices=tuple(CONVOLUTIONS)),
-              "orthogonal_init": Field("bool", False),
-              "log_std_init": Field("float", 0.0, low=-20.0, high=2.0),
-              "factory": Field("str", None, nullable=True, check=lambda v: user_code.spec_problem(v, "function")),
-              "kwargs": Field("mapping", {})},
+    "model": {**MLP_SCHEMA,
+              "lstm": Field("bool", False, doc="an LSTM cell after the body"),
+              "shared_body": Field("bool", True,
+                                   doc="`false`: the value head gets a body of its own (same layers, trained apart "
+                                       "from the policy's; not with an LSTM)"),
+              "conv": Field("str", "a3c", choices=tuple(CONVOLUTIONS),
+                            doc="the convolutions image observations go through first: `a3c` (the A3C paper's "
+                                "16x8x8/4, 32x4x4/2; images of at least 20x20) or `nature` (the DQN Nature paper's "
+                                "32x8x8/4, 64x4x4/2, 64x3x3/1, which PPO's Atari results use with `hidden: [512]`; "
+                                "at least 36x36)"),
+              "orthogonal_init": Field("bool", False,
+                                       doc="`true`: orthogonal weights as OpenAI Baselines and Stable-Baselines3 "
+                                           "initialise them (gain sqrt(2) in the bodies, 0.01 in the policy head, 1 "
+                                           "in the value head), zero biases; `false`: PyTorch's initialisation"),
+              "log_std_init": Field("float", 0.0, low=-20.0, high=2.0,
+                                    doc="initial log standard deviation of continuous actions (a learned "
+                                        "parameter)"),
+              "factory": Field("str", None, nullable=True, check=lambda v: user_code.spec_problem(v, "function"),
+                               doc="`module:function` building your own network from the spaces (see "
+                                   "[models.md](models.md)); `null`: the built-in one"),
+              "kwargs": Field("mapping", {}, doc="options passed to `model.factory`")},
     "trainer": {
-        "target_return": Field("float", 475.0, nullable=True),
-        "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000),
+        "target_return": Field("float", 475.0, nullable=True,
+                               doc="stop once the mean of the last `target_window` episode returns reaches it "
+                                   "(`null`: never)"),
+        "target_window": Field("int", DEFAULT_WINDOW, low=1, high=100_000,
+                               doc="episodes in the window of recent returns that is logged, reported and compared "
+                                   "with `target_return`"),
     },
 }
 """The config sections of an actor-critic plugin: its environment, its model, its return target."""

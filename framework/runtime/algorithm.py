@@ -42,9 +42,7 @@ import numpy as np
 
 from framework import nn, optim
 from framework.runtime.run_stats import WorkerStats
-from framework.runtime.schema import Field
-
-Config = dict[str, Any]
+from framework.runtime.schema import Config, Field
 
 T = TypeVar("T")
 
@@ -55,13 +53,14 @@ DEFAULT_WINDOW = 100
 """Episodes in the window of recent returns that the monitor logs and summary.json reports."""
 
 MLP_SCHEMA: dict[str, Field] = {
-    "hidden": Field("int_list", [128], low=1, high=65536),
-    "activation": Field("str", "relu", choices=("relu", "tanh")),
+    "hidden": Field("int_list", [128], low=1, high=65536, doc="widths of the MLP body's layers"),
+    "activation": Field("str", "relu", choices=("relu", "tanh"), doc="the MLP body's activation"),
 }
 """The `model` keys of a plugin whose model is (or starts with) an MLP."""
 
 COMMON_SCHEMA: dict[str, Field] = {
-    "max_nonfinite_updates": Field("int", 100, low=1, high=10**9),
+    "max_nonfinite_updates": Field("int", 100, low=1, high=10**9,
+                                   doc="stop after this many non-finite updates in a row (none is ever applied)"),
 }
 """`algorithm` keys every algorithm has: the run stops after this many non-finite updates in a row."""
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 Config = dict[str, Any]
+"""A config: a nested dict of plain values, sections to keys to values, as config.yaml holds it (the one
+definition of the type; `framework.train.config` checks and fills it in)."""
 
 
 MAX_TEXT = 4096
@@ -41,12 +43,15 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Field:
-    """One config value: its kind, default and the values allowed.
+    """One config value: its kind, default, the values allowed and what it does.
 
     kind is one of "int", "float", "bool", "str", "int_list", "float_list",
     "str_list", "mapping" (free-form dict). `choices` restricts the value to a
     set, `low`/`high` bound numbers (and each item of a number list), `nullable`
     allows null, and `check` is a final test returning an error text or None.
+    `doc` says in a line what the value does (cleanrl's docstring on every
+    knob): the configuration reference, docs/configuration.md, is generated
+    from it (`framework.train.config_reference`).
     """
 
     kind: str
@@ -57,6 +62,7 @@ class Field:
     low_open: bool = False
     nullable: bool = False
     check: Callable[[Any], str | None] | None = None
+    doc: str = ""
 
     def allowed(self) -> str:
         """What this field accepts, in words."""

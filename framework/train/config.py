@@ -15,6 +15,7 @@ and `experiment`, named after what it trains on: a3c-cartpole-v1).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -23,10 +24,9 @@ import yaml
 
 from framework import algorithms
 from framework.train import backends, video, yaml_input
-from framework.runtime.schema import (MAX_TEXT, ConfigError, Field, bad_value, check_known_keys, merge_schemas,
-                                    printable, short_repr, validate_section)
+from framework.runtime.schema import (MAX_TEXT, Config, ConfigError, Field, bad_value, check_known_keys,
+                                     merge_schemas, printable, short_repr, validate_section)
 
-Config = dict[str, Any]
 
 def _check_device(value: str) -> str | None:
     if value == "cpu" or re.fullmatch(r"cuda:\d+", value):
@@ -72,66 +72,127 @@ MAX_VIDEO_FRAMES = 10_000
 
 
 CORE_SCHEMA: dict[str, Any] = {
-    "experiment": Field("str", "run", check=_check_name),
-    "seed": Field("int", 0, low=0, high=2**31 - 1),
+    "experiment": Field("str", "run", check=_check_name,
+                        doc=f"run directory prefix: letters, digits, '.', '_' and '-', at most {MAX_NAME} "
+                            f"characters; left out, the run is named after what it trains on (`a3c-cartpole-v1`)"),
+    "seed": Field("int", 0, low=0, high=2**31 - 1,
+                  doc="base seed; each worker start gets its own seed derived from it, its rank and its restart "
+                      "count"),
     "optimizer": {
-        "name": Field("str", "adam", choices=("adam", "rmsprop", "rmsprop_tf_like", "sgd")),
-        "lr": Field("float", 0.001, low=0.0, low_open=True),
+        "name": Field("str", "adam", choices=("adam", "rmsprop", "rmsprop_tf_like", "sgd"),
+                      doc="`adam`, `rmsprop` (torch's), `rmsprop_tf_like` (TensorFlow's, as Stable-Baselines3's "
+                          "RMSpropTFLike: eps inside the square root, the running average starting at 1, so the "
+                          "first steps are not 10 x lr whatever the gradient; the Atari configs use it) or `sgd`"),
+        "lr": Field("float", 0.001, low=0.0, low_open=True, doc="learning rate"),
         "betas": Field("float_list", [0.9, 0.999], low=0.0, high=1.0,
-                       check=lambda v: None if len(v) == 2 and max(v) < 1.0 else "two numbers in [0, 1)"),
-        "eps": Field("float", 1e-8, low=0.0, low_open=True),
-        "alpha": Field("float", 0.99, low=0.0, high=1.0),
-        "momentum": Field("float", 0.0, low=0.0, high=1.0),
-        "weight_decay": Field("float", 0.0, low=0.0),
-        "lr_decay": Field("str", "none", choices=("none", "linear")),
-        "lr_end_factor": Field("float", 0.0, low=0.0, high=1.0),
+                       check=lambda v: None if len(v) == 2 and max(v) < 1.0 else "two numbers in [0, 1)",
+                       doc="Adam's decay rates of its running averages of the gradient and of its square"),
+        "eps": Field("float", 1e-8, low=0.0, low_open=True,
+                     doc="added to the denominator of Adam's and RMSprop's steps"),
+        "alpha": Field("float", 0.99, low=0.0, high=1.0,
+                       doc="RMSprop's decay rate of its running average of the squared gradient"),
+        "momentum": Field("float", 0.0, low=0.0, high=1.0, doc="momentum of SGD and RMSprop"),
+        "weight_decay": Field("float", 0.0, low=0.0, doc="L2 penalty, added to the gradient"),
+        "lr_decay": Field("str", "none", choices=("none", "linear"),
+                          doc="`linear`: lr falls to `lr * lr_end_factor` at `trainer.total_steps`; `none`: it "
+                              "stays"),
+        "lr_end_factor": Field("float", 0.0, low=0.0, high=1.0,
+                               doc="the share of `lr` that `lr_decay: linear` ends at"),
     },
     "trainer": {
-        "workers": Field("int", 2, low=1, high=MAX_WORKERS),
-        "start_method": Field("str", "spawn", choices=("spawn", "forkserver", "fork")),
-        "sharing_strategy": Field("str", "file_descriptor", choices=("file_descriptor", "file_system")),
-        "device": Field("str", "cpu", check=_check_device),
-        "backend": Field("str", "local", choices=backends.names()),
-        "total_steps": Field("int", 2_000_000, low=1, high=MAX_STEPS),
-        "max_seconds": Field("float", 300.0, low=0.0, low_open=True, high=MAX_SECONDS),
-        "on_worker_failure": Field("str", "abort", choices=("abort", "restart")),
-        "max_restarts": Field("int", 10, low=0, high=MAX_RESTARTS),
-        "checkpoint_every_s": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS),
-        "eval_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS),
-        "keep_best": Field("bool", False),
-        "eval_episodes": Field("int", 10, low=1, high=MAX_EVAL_EPISODES),
-        "eval_max_steps": Field("int", 100_000, low=1, high=MAX_STEPS),
-        "eval_max_seconds": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS),
-        "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=MAX_JOIN_TIMEOUT_S),
-        "compile": Field("bool", True),
+        "workers": Field("int", 2, low=1, high=MAX_WORKERS,
+                         doc="worker processes (an actor-learner run's actors)"),
+        "start_method": Field("str", "spawn", choices=("spawn", "forkserver", "fork"),
+                              doc="how worker processes start (`fork` is refused with a CUDA device)"),
+        "sharing_strategy": Field("str", "file_descriptor", choices=("file_descriptor", "file_system"),
+                                  doc="how shared memory travels between processes (see `sharing`)"),
+        "device": Field("str", "cpu", check=_check_device,
+                        doc="where the shared model lives and workers compute: `cpu` or `cuda:N`"),
+        "backend": Field("str", "local", choices=backends.names(),
+                         doc="where the workers run: `local` (processes on this machine) or `ray` (see "
+                             "[Several machines](ray.md))"),
+        "total_steps": Field("int", 2_000_000, low=1, high=MAX_STEPS,
+                             doc="budget in env steps (Hogwild: samples); workers start no rollout once the run's "
+                                 "steps reach it, so a run ends at most one rollout per worker past it "
+                                 "(`workers x envs_per_worker x n_steps`; Hogwild: one batch per worker)"),
+        "max_seconds": Field("float", 300.0, low=0.0, low_open=True, high=MAX_SECONDS,
+                             doc="budget in wall seconds, counted across resumes"),
+        "on_worker_failure": Field("str", "abort", choices=("abort", "restart"),
+                                   doc="what a worker that raises or dies does to the run: end it, or be "
+                                       "restarted"),
+        "max_restarts": Field("int", 10, low=0, high=MAX_RESTARTS,
+                              doc="with `on_worker_failure: restart`, the restarts a run allows in all"),
+        "checkpoint_every_s": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS,
+                                    doc="seconds between checkpoints (one is always written at the end)"),
+        "eval_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS,
+                              doc="the main process evaluates the shared model this often, logged as `eval/*` "
+                                  "(0: never)"),
+        "keep_best": Field("bool", False,
+                           doc="keep `checkpoints/best.npz`, the parameters of the evaluation with the highest mean "
+                               "return (needs `eval_every_s > 0`; see [the best checkpoint]"
+                               "(python-api.md#the-best-checkpoint))"),
+        "eval_episodes": Field("int", 10, low=1, high=MAX_EVAL_EPISODES,
+                               doc="episodes of each of the run's evaluations"),
+        "eval_max_steps": Field("int", 100_000, low=1, high=MAX_STEPS,
+                                doc="steps of an evaluation episode at most (also `evaluate`'s default): one "
+                                    "that never ends is cut there and counts its return so far"),
+        "eval_max_seconds": Field("float", 60.0, low=0.0, low_open=True, high=MAX_SECONDS,
+                                  doc="seconds of an evaluation's episodes, played together, at most (also "
+                                      "`evaluate`'s default)"),
+        "join_timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=MAX_JOIN_TIMEOUT_S,
+                                doc="how long stopping workers may take before they are terminated"),
+        "compile": Field("bool", True,
+                         doc="workers run their step through `framework.compile` (captured once, replayed as "
+                             "array code); `false` runs it eagerly"),
         "ray": {
-            "address": Field("str", None, nullable=True, check=_check_address),
-            "nodes": Field("int", 2, low=1, high=MAX_WORKERS),
-            "workers_per_node": Field("int", 2, low=1, high=MAX_WORKERS),
-            "sync_every_s": Field("float", 0.05, low=0.0, low_open=True, high=3600.0),
-            "timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=3600.0),
+            "address": Field("str", None, nullable=True, check=_check_address,
+                             doc="the ray backend's cluster: `null` starts a local Ray of `nodes` simulated nodes, "
+                                 "`auto` joins the cluster of this machine, `HOST:PORT` or `ray://HOST:PORT` "
+                                 "another"),
+            "nodes": Field("int", 2, low=1, high=MAX_WORKERS,
+                           doc="node groups, one per Ray node; `trainer.workers` must be `nodes x "
+                               "workers_per_node`"),
+            "workers_per_node": Field("int", 2, low=1, high=MAX_WORKERS, doc="worker processes of each node group"),
+            "sync_every_s": Field("float", 0.05, low=0.0, low_open=True, high=3600.0,
+                                  doc="how often a node exchanges parameters with the parameter server"),
+            "timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=3600.0,
+                               doc="how long an exchange (or a node's silence) may last before the node counts as "
+                                   "lost"),
         },
     },
     "logging": {
-        "logdir": Field("str", "runs"),
-        "tensorboard": Field("bool", True),
-        "progress": Field("bool", True),
-        "log_every_s": Field("float", 1.0, low=0.0, low_open=True, high=MAX_SECONDS),
-        "histogram_every": Field("int", 100, low=0, high=MAX_STEPS),
-        "hparams": Field("str_list", ["optimizer.name", "optimizer.lr", "trainer.workers"]),
-        "video_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS),
-        "video_max_frames": Field("int", 1000, low=1, high=MAX_VIDEO_FRAMES),
-        # trackers beyond TensorBoard (framework.train.tracking), each on once one of its keys is set
+        "logdir": Field("str", "runs", doc="parent of run directories (`--logdir` overrides it)"),
+        "tensorboard": Field("bool", True, doc="write TensorBoard event files into the run directory"),
+        "progress": Field("bool", True,
+                          doc="a tqdm progress bar on stderr when it is a terminal (in a Jupyter notebook, tqdm's "
+                              "notebook bar), and `run()`'s outcome line"),
+        "log_every_s": Field("float", 1.0, low=0.0, low_open=True, high=MAX_SECONDS,
+                             doc="seconds between logged scalars"),
+        "histogram_every": Field("int", 100, low=0, high=MAX_STEPS,
+                                 doc="parameter histograms every this many updates (0: never)"),
+        "hparams": Field("str_list", ["optimizer.name", "optimizer.lr", "trainer.workers"],
+                         doc="config keys recorded as TensorBoard hparams next to the final return"),
+        "video_every_s": Field("float", 0.0, low=0.0, high=MAX_SECONDS,
+                               doc="record one greedy episode this often into `videos/` and TensorBoard (0: never; "
+                                   "see [Watching the agent](monitoring.md#watching-the-agent))"),
+        "video_max_frames": Field("int", 1000, low=1, high=MAX_VIDEO_FRAMES,
+                                  doc="frames of one recorded episode at most"),
+        # trackers beyond TensorBoard (framework.train.trackers), each on once one of its keys is set
         "mlflow": {
-            "tracking_uri": Field("str", None, nullable=True),
-            "experiment": Field("str", None, nullable=True),
+            "tracking_uri": Field("str", None, nullable=True,
+                                  doc="send the run to this MLflow tracking server too ([MLflow and W&B]"
+                                      "(monitoring.md#mlflow-and-weights--biases))"),
+            "experiment": Field("str", None, nullable=True,
+                                doc="the MLflow experiment the run goes into; either key sends the run to MLflow"),
         },
         "wandb": {
-            "project": Field("str", None, nullable=True),
-            "entity": Field("str", None, nullable=True),
-            "mode": Field("str", None, nullable=True, choices=("online", "offline", "disabled")),
-            "group": Field("str", None, nullable=True),
-            "tags": Field("str_list", []),
+            "project": Field("str", None, nullable=True,
+                             doc="send the run to this Weights & Biases project too; any key of this section does"),
+            "entity": Field("str", None, nullable=True, doc="the W&B user or team that owns the project"),
+            "mode": Field("str", None, nullable=True, choices=("online", "offline", "disabled"),
+                          doc="W&B's mode (`null`: W&B's own default)"),
+            "group": Field("str", None, nullable=True, doc="the W&B group the run joins"),
+            "tags": Field("str_list", [], doc="W&B tags of the run"),
         },
     },
 }
@@ -147,6 +208,19 @@ LEGACY_KEYS: dict[str, Callable[[Any], bool]] = {
 accepted and the ones that do not own the key ignored: such a key is dropped (see drop_legacy_keys)."""
 
 
+def _check_algorithm_name(value: str) -> str | None:
+    if value in algorithms.names() or algorithms.is_spec(value):
+        return None
+    return "one of " + ", ".join(algorithms.names()) + ", or module:PluginClass"
+
+
+ALGORITHM_NAME = Field("str", "a3c", check=_check_algorithm_name,
+                       doc="the algorithm plugin: " + ", ".join(f"`{n}`" for n in algorithms.names())
+                           + ", or `module:PluginClass` (your own, see [models.md](models.md)); it brings its own "
+                           "sections and `algorithm` keys")
+"""`algorithm.name`, which picks the rest of the schema (see full_schema)."""
+
+
 def default_config(algorithm: str = "a3c") -> Config:
     """A complete config of the named algorithm holding every default."""
     return validate({"algorithm": {"name": algorithm}})
@@ -160,20 +234,17 @@ def full_schema(algorithm_name: str) -> dict[str, Any]:
     """
     algo = algorithms.get(algorithm_name)
     merged = merge_schemas(CORE_SCHEMA, algo.sections)
-    schema: dict[str, Any] = {"experiment": Field("str", algo.name, check=_check_name),
+    schema: dict[str, Any] = {"experiment": dataclasses.replace(merged.pop("experiment"), default=algo.name),
                               "seed": merged.pop("seed")}
-    del merged["experiment"]
     schema.update({name: spec for name, spec in merged.items() if name not in CORE_SCHEMA})
-    schema["algorithm"] = {"name": Field("str", algorithm_name, check=_check_algorithm_name), **algo.full_schema()}
+    schema["algorithm"] = {"name": dataclasses.replace(ALGORITHM_NAME, default=algorithm_name),
+                           **algo.full_schema()}
     schema.update({name: spec for name, spec in merged.items() if name in CORE_SCHEMA})
-    schema["logging"] = {**schema["logging"], "hparams": Field("str_list", list(algo.hparams))}
+    hparams = dataclasses.replace(schema["logging"]["hparams"], default=list(algo.hparams))
+    schema["logging"] = {**schema["logging"], "hparams": hparams}
     return schema
 
 
-def _check_algorithm_name(value: str) -> str | None:
-    if value in algorithms.names() or algorithms.is_spec(value):
-        return None
-    return "one of " + ", ".join(algorithms.names()) + ", or module:PluginClass"
 
 
 def _algorithm_name(raw: Any) -> str:

@@ -6,7 +6,7 @@ import yaml
 
 from framework.train import read_checkpoint, shipped_configs
 from framework.runtime.schema import ConfigError
-from extras import ATARI
+from extras import ATARI, BOX2D
 from train_cli import CONFIGS, only_run_dir, run_cli
 
 
@@ -53,6 +53,7 @@ def test_image_observations_are_not_normalised_by_the_continuous_default():
                                 'experiment="a3c-custom_envs-imagegoalbox"', "env.normalize_obs=false")
 
 
+@BOX2D
 def test_env_kwargs_that_change_the_spaces_pass_the_shipped_config_over():
     """LunarLander-v3's shipped config is for its discrete actions: with continuous=true the default for continuous
     actions is taken; kwargs that keep the spaces keep the shipped config."""

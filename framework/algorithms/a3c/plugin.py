@@ -20,11 +20,13 @@ class A3C(ActorCriticAlgorithm):
     name = "a3c"
     schema = {
         **ROLLOUT_SCHEMA,
-        "gae_lambda": Field("float", 1.0, low=0.0, high=1.0),
-        "entropy_coef": Field("float", 0.01, low=0.0),
-        "value_coef": Field("float", 0.5, low=0.0),
-        "max_grad_norm": Field("float", 40.0, low=0.0, low_open=True),
-        "normalize_advantages": Field("bool", False),
+        "gae_lambda": Field("float", 1.0, low=0.0, high=1.0,
+                            doc="GAE(lambda) of the advantages; 1.0 is the plain n-step return"),
+        "entropy_coef": Field("float", 0.01, low=0.0, doc="weight of the entropy bonus in the loss"),
+        "value_coef": Field("float", 0.5, low=0.0, doc="weight of the value loss in the loss"),
+        "max_grad_norm": Field("float", 40.0, low=0.0, low_open=True,
+                               doc="gradients are clipped to this global norm"),
+        "normalize_advantages": Field("bool", False, doc="standardise advantages per rollout"),
     }
     hparams = ("optimizer.name", "optimizer.lr", "algorithm.n_steps", "env.envs_per_worker", "trainer.workers",
                "model.hidden")

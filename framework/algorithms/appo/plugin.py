@@ -153,18 +153,35 @@ class Appo(ActorLearnerAlgorithm):
     learner_class = AppoLearner
     schema = {
         **ACTOR_LEARNER_SCHEMA,
-        "clip_range": Field("float", 0.2, low=0.0, low_open=True, high=10.0),
-        "clip_value": Field("float", None, low=0.0, low_open=True, nullable=True),
-        "target_kl": Field("float", None, low=0.0, low_open=True, nullable=True),
-        "decoupled": Field("bool", False),
-        "epochs": Field("int", 2, low=1, high=1000),
-        "minibatches": Field("int", 2, low=1, high=1 << 20),
-        "minibatch_split": Field("str", "auto", choices=("auto", "samples", "trajectories")),
-        "targets": Field("str", "gae", choices=("gae", "vtrace")),
-        "gae_lambda": Field("float", 0.95, low=0.0, high=1.0),
-        "rho_bar": Field("float", 1.0, low=0.0, low_open=True),
-        "c_bar": Field("float", 1.0, low=0.0, low_open=True),
-        "normalize_advantages": Field("bool", True),
+        "clip_range": Field("float", 0.2, low=0.0, low_open=True, high=10.0,
+                            doc="PPO's clipping of the ratio to the behaviour policy in the surrogate"),
+        "clip_value": Field("float", None, low=0.0, low_open=True, nullable=True,
+                            doc="clip the value loss around the values the targets were computed with (PPO2's); "
+                                "`null`: no clipping"),
+        "target_kl": Field("float", None, low=0.0, low_open=True, nullable=True,
+                           doc="a batch's epochs stop once a minibatch's approximate KL from where they started "
+                               "passes 1.5 x this (Stable-Baselines3's rule; counted as `perf/kl_early_stops`); "
+                               "`null`: never"),
+        "decoupled": Field("bool", False,
+                           doc="decoupled PPO's objective (Hilton et al. 2021): the clip acts on the ratio to the "
+                               "parameters the batch's epochs start from, the lag behind the actors corrected by "
+                               "an importance weight truncated at `rho_bar`; `false`: the ratio to the behaviour "
+                               "policy, as sample-factory's APPO"),
+        "epochs": Field("int", 2, low=1, high=1000, doc="passes over each batch"),
+        "minibatches": Field("int", 2, low=1, high=1 << 20, doc="updates per pass over a batch"),
+        "minibatch_split": Field("str", "auto", choices=("auto", "samples", "trajectories"),
+                                 doc="minibatches of shuffled samples or of whole trajectories; `auto`: samples for "
+                                     "a feed-forward model, trajectories for an LSTM"),
+        "targets": Field("str", "gae", choices=("gae", "vtrace"),
+                         doc="targets computed once per batch with the parameters as they are when it arrives: GAE "
+                             "on the lagged data, or V-trace"),
+        "gae_lambda": Field("float", 0.95, low=0.0, high=1.0, doc="GAE(lambda) of `targets: gae`"),
+        "rho_bar": Field("float", 1.0, low=0.0, low_open=True,
+                         doc="V-trace's truncation of the importance weights in the advantages and targets "
+                             "(`targets: vtrace`), and of `decoupled`'s weights"),
+        "c_bar": Field("float", 1.0, low=0.0, low_open=True,
+                       doc="V-trace's truncation of the importance weights in the traces (`targets: vtrace`)"),
+        "normalize_advantages": Field("bool", True, doc="standardise advantages per minibatch"),
     }
     metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr", "importance_ratio", "approx_kl",
                "clip_fraction", "explained_variance")

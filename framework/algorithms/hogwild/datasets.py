@@ -38,15 +38,25 @@ from framework.runtime.schema import ConfigError, Field
 KINDS = ("npz", "mnist_teacher", "sparse_svm")
 
 SCHEMA: dict[str, Field] = {
-    "kind": Field("str", "mnist_teacher", choices=KINDS),
-    "path": Field("str", None, nullable=True),
-    "test_fraction": Field("float", 0.1, low=0.0, high=0.9, low_open=True),
-    "train_size": Field("int", 20_000, low=1, high=10**7),
-    "test_size": Field("int", 5_000, low=1, high=10**6),
-    "seed": Field("int", 1234, low=0, high=2**32 - 1),
-    "n_features": Field("int", 47_236, low=2, high=2**31 - 1),
-    "density": Field("float", 0.0016, low=0.0, high=1.0, low_open=True),
-    "label_noise": Field("float", 0.0, low=0.0, high=0.5),
+    "kind": Field("str", "mnist_teacher", choices=KINDS,
+                  doc="`npz` (your own arrays), `mnist_teacher` (MNIST-shaped inputs labelled by a fixed random "
+                      "teacher) or `sparse_svm` (an RCV1-like sparse task)"),
+    "path": Field("str", None, nullable=True,
+                  doc="npz: a file with `x` (N, features...) and integer `y` (N,), read with `allow_pickle=False`; "
+                      "a missing file or array, or lengths that differ, is a config error"),
+    "test_fraction": Field("float", 0.1, low=0.0, high=0.9, low_open=True,
+                           doc="npz: the last fraction of the rows, shuffled with `dataset.seed`, is the test set"),
+    "train_size": Field("int", 20_000, low=1, high=10**7, doc="generators: training rows per worker"),
+    "test_size": Field("int", 5_000, low=1, high=10**6, doc="generators: test rows"),
+    "seed": Field("int", 1234, low=0, high=2**32 - 1,
+                  doc="mnist_teacher: the teacher's seed (worker r's rows come from seed 100 + r and the test rows "
+                      "from seed 7, exactly as `torch_hogwild_mlp.py`); sparse_svm: the task's seed; npz: the "
+                      "shuffle"),
+    "n_features": Field("int", 47_236, low=2, high=2**31 - 1, doc="sparse_svm: features"),
+    "density": Field("float", 0.0016, low=0.0, high=1.0, low_open=True,
+                     doc="sparse_svm: about `density * n_features` features drawn per row, with Zipf-like "
+                         "frequencies (values normalised per row)"),
+    "label_noise": Field("float", 0.0, low=0.0, high=0.5, doc="sparse_svm: the share of flipped labels"),
 }
 """The `dataset` config section. `path` and `test_fraction` belong to npz; `train_size` (rows per worker),
 `test_size` and `seed` to the generators; `n_features`, `density` and `label_noise` to sparse_svm."""

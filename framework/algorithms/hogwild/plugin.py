@@ -52,11 +52,16 @@ class Hogwild(Algorithm):
 
     name = "hogwild"
     schema = {
-        "batch_size": Field("int", 64, low=1, high=1 << 20),
-        "optimizer_state": Field("str", "per_worker", choices=("per_worker", "shared")),
-        "locked": Field("bool", False),
-        "l2": Field("float", 1e-4, low=0.0),
-        "target_accuracy": Field("float", None, low=0.0, high=1.0, nullable=True),
+        "batch_size": Field("int", 64, low=1, high=1 << 20, doc="rows per step"),
+        "optimizer_state": Field("str", "per_worker", choices=("per_worker", "shared"),
+                                 doc="each worker's own optimizer state, or one in shared memory"),
+        "locked": Field("bool", False,
+                        doc="take a lock around every update (`sharing.RobustLock`: nothing in /dev/shm, and a "
+                            "worker killed holding it does not block the others)"),
+        "l2": Field("float", 1e-4, low=0.0,
+                    doc="the sparse SVM's L2 penalty (it uses `optimizer.lr` with plain `sgd`)"),
+        "target_accuracy": Field("float", None, low=0.0, high=1.0, nullable=True,
+                                 doc="stop once an evaluation reaches this test accuracy (`null`: never)"),
     }
     sections = {"dataset": datasets.SCHEMA, "model": MLP_SCHEMA}
     units = ("samples", "epochs")

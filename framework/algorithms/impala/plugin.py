@@ -52,9 +52,13 @@ class Impala(ActorLearnerAlgorithm):
     learner_class = ImpalaLearner
     schema = {
         **ACTOR_LEARNER_SCHEMA,
-        "vtrace": Field("bool", True),
-        "rho_bar": Field("float", 1.0, low=0.0, low_open=True),
-        "c_bar": Field("float", 1.0, low=0.0, low_open=True),
+        "vtrace": Field("bool", True,
+                        doc="V-trace targets and advantages; `false`: the plain n-step returns of the lagged data, "
+                            "uncorrected (to measure what the correction does)"),
+        "rho_bar": Field("float", 1.0, low=0.0, low_open=True,
+                         doc="V-trace's truncation of the importance weights in the advantages and targets"),
+        "c_bar": Field("float", 1.0, low=0.0, low_open=True,
+                       doc="V-trace's truncation of the importance weights in the traces"),
     }
     metrics = ("policy_loss", "value_loss", "entropy", "grad_norm", "lr", "importance_ratio", "explained_variance")
 

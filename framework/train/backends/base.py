@@ -23,8 +23,7 @@ import numpy as np
 
 from framework.runtime.algorithm import Algorithm, Role
 from framework.runtime.run_stats import RunStats
-
-Config = dict[str, Any]
+from framework.runtime.schema import Config
 
 
 def share_model(config: Config, algorithm: Algorithm, model: Any, workers: int) -> tuple[Any, Any, RunStats]:

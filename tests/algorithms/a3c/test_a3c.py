@@ -199,7 +199,7 @@ def test_an_update_changes_the_shared_parameters_and_reports(sections):
     assert snap.total(UPDATES) == 3 and snap.total(SKIPPED) == 0
     means = dict(zip(stats.metrics, snap.metric_sums[0] / 3))  # by name: the metrics are A3C.metrics
     assert means["value_loss"] > 0 and means["grad_norm"] > 0 and means["lr"] == pytest.approx(worker.opt_cfg["lr"])
-    assert means["entropy"] != 0 and np.isfinite(means["explained_variance"])
+    assert means["entropy"] != 0 and np.isfinite(means["explained_variance"]) and means["explained_variance"] <= 1
 
 
 @pytest.mark.parametrize("sections", [{}, {"model": {"lstm": True}}, {"env": {"id": "Pendulum-v1"}},

@@ -1,0 +1,56 @@
+"""experiments/ is a package of scripts: each imports here (those for another interpreter, torch's or
+Stable-Baselines3's, import it only when they run), none edits sys.path, and each answers --help without
+measuring or writing anything."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = CHECKOUT / "experiments"
+LIBRARIES = {"__init__", "common"}
+"""Modules of the package that are not scripts."""
+SCRIPTS = sorted(path.stem for path in EXPERIMENTS.glob("*.py") if path.stem not in LIBRARIES)
+
+IMPORT_ALL = """
+import importlib, json, sys
+before = list(sys.path)
+names = sys.argv[1:]
+importlib.import_module("experiments.common")
+for name in names:
+    importlib.import_module(name)
+print(json.dumps({"path_changed": sys.path != before,
+                  "foreign": sorted(m for m in ("torch", "stable_baselines3", "rl_zoo3") if m in sys.modules),
+                  "mains": [n for n in names if not callable(getattr(sys.modules[n], "main", None))]}))
+"""
+
+
+def _results() -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in (EXPERIMENTS / "results").iterdir()}
+
+
+def test_the_scripts_are_found():
+    assert {"bench_a3c", "bench_compile", "torch_core_reference", "sb3_speed"} <= set(SCRIPTS)
+
+
+def test_every_module_imports_without_touching_sys_path_or_another_venvs_libraries():
+    modules = [f"experiments.{name}" for name in SCRIPTS]
+    done = subprocess.run([sys.executable, "-c", IMPORT_ALL, *modules], capture_output=True, text=True, cwd=CHECKOUT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"path_changed": False, "foreign": [], "mains": []}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_answers_help_and_does_nothing_else(script):
+    results = _results()
+    done = subprocess.run([sys.executable, "-m", f"experiments.{script}", "--help"], capture_output=True, text=True,
+                          cwd=CHECKOUT, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("usage:") and done.stderr == ""
+    assert _results() == results
