@@ -13,8 +13,8 @@ from train_cli import cli_env, summary, train
 PLUGIN = "custom_envs:WatchedA3C"
 
 
-def _config(**trainer) -> dict:
-    return cartpole_config(total_steps=2_000, algorithm={"name": PLUGIN, "n_steps": 10}, trainer=trainer)
+def _config(total_steps: int = 2_000, **trainer) -> dict:
+    return cartpole_config(total_steps=total_steps, algorithm={"name": PLUGIN, "n_steps": 10}, trainer=trainer)
 
 
 def _seen(run_dir) -> list[int]:
@@ -39,7 +39,8 @@ def test_a_role_process_that_raises_is_named_by_its_role_and_restarted(tmp_path)
 
 def test_a_role_process_that_raises_stops_the_run_under_abort(tmp_path):
     env = cli_env({**os.environ, "HOGSHARE_WATCHER_FAILS_ONCE": str(tmp_path / "failed")})
-    done, run_dir = train(tmp_path, _config(on_worker_failure="abort"), env=env)
+    # steps enough that the workers cannot finish before the watcher (started last) has failed
+    done, run_dir = train(tmp_path, _config(10**8, on_worker_failure="abort"), env=env)
     assert done.returncode == 1
     assert ("stopping the run (on_worker_failure: abort): watcher 0 raised an exception: RuntimeError: the watcher "
             "fails") in done.stderr
