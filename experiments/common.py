@@ -230,13 +230,15 @@ def run_profile(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float] | No
     return {phase: sum(profile.get(phase, 0.0) for profile in profiles) * 1e6 / steps for phase in phases}
 
 
-def train_run(config: Path, sets: Sequence[str], logdir: Path, timeout: float) -> Path:
-    """`train --config config --set ...` into logdir (which must hold no other run); its run directory.
-    RuntimeError with the end of its stderr when it fails."""
+def train_run(config: Path, sets: Sequence[str], logdir: Path, timeout: float, cwd: Path = REPO) -> Path:
+    """`train --config config --set ...` into logdir (which must hold no other run), with the framework of the
+    checkout `cwd` (this one by default); its run directory. RuntimeError with the end of its stderr when it
+    fails."""
     args = [sys.executable, "-m", "framework.train", "train", "--config", str(config), "--logdir", str(logdir)]
     for item in sets:
         args += ["--set", item]
-    done = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    done = subprocess.run(args, capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(cwd)})
     if done.returncode != 0:
         raise RuntimeError(f"train {config.name} {' '.join(sets)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     (run_dir,) = [p for p in logdir.iterdir() if p.is_dir()]

@@ -5,6 +5,8 @@ The workers' own code runs in this process (A3C's worker; IMPALA's and APPO's ac
 the shared buffer): what is under test is the learning code (rollouts, bootstrapping at truncations and episode
 ends, GAE, V-trace, the losses, the update), not the processes around it, which the run tests cover.
 """
+from typing import Iterator
+
 import numpy as np
 import pytest
 
@@ -23,7 +25,9 @@ ALGORITHMS = {
                        "decoupled": True},
 }
 UPDATES = 600
-"""Updates each run gets (a rollout of 8 envs x 5 steps each): a few times what the slowest probe needs."""
+"""Updates a run may take (a rollout of 8 envs x 5 steps each): a few times what the slowest probe needs."""
+CHECK_EVERY = 50
+"""Updates between two checks of what the model has learned; a run stops once two checks in a row find it right."""
 
 
 def _config(algorithm: str, probe: str, lstm: bool) -> dict:
@@ -36,8 +40,9 @@ def _config(algorithm: str, probe: str, lstm: bool) -> dict:
         "trainer": {"workers": 1, "target_return": None}})
 
 
-def _train(config: dict) -> framework.nn.Module:
-    """UPDATES updates of the config's algorithm, its workers' code in this process; the shared model."""
+def _training(config: dict) -> Iterator[framework.nn.Module]:
+    """Up to UPDATES updates of the config's algorithm, its workers' code in this process: the shared model after
+    every CHECK_EVERY of them."""
     name = config["algorithm"]["name"]
     plugin = algorithms.get(name)
     framework.manual_seed(0)
@@ -56,10 +61,11 @@ def _train(config: dict) -> framework.nn.Module:
         actor = plugin.actor_class(plugin.build_model(config), context(0, "actor"))
         learner = plugin.learner_class(plugin.build_model(config), context(1, "learner"))
         steps = [actor.update, lambda: learner.learn(learner.take_batch())]
-    for _ in range(UPDATES):
+    for update in range(1, UPDATES + 1):
         for step in steps:
             step()
-    return model
+        if update % CHECK_EVERY == 0:
+            yield model
 
 
 def _greedy_episodes(model: framework.nn.Module, probe: str, episodes: int = 6) -> list[tuple[float, float, int]]:
@@ -80,14 +86,26 @@ def _greedy_episodes(model: framework.nn.Module, probe: str, episodes: int = 6) 
     return seen
 
 
+def _mistakes(model: framework.nn.Module, probe: str) -> list[str]:
+    """What the model gets wrong at the probe: values off by more than a tenth, wrong greedy actions."""
+    expected_values, expected_actions = probe_envs.VALUES[probe], probe_envs.ACTIONS.get(probe, {})
+    mistakes = []
+    for obs, value, action in _greedy_episodes(model, probe):
+        if value != pytest.approx(expected_values[obs], abs=0.1 * max(1.0, abs(expected_values[obs]))):
+            mistakes.append(f"V({obs}) = {value:.3f}, expected {expected_values[obs]}")
+        if obs in expected_actions and action != expected_actions[obs]:
+            mistakes.append(f"greedy action {action} at observation {obs}, expected {expected_actions[obs]}")
+    return mistakes
+
+
 @pytest.mark.parametrize("lstm", [False, True], ids=["feed-forward", "lstm"])
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 @pytest.mark.parametrize("probe", sorted(probe_envs.VALUES))
 def test_each_algorithm_learns_each_probes_value_and_action(probe, algorithm, lstm):
-    model = _train(_config(algorithm, probe, lstm))
-    expected_values, expected_actions = probe_envs.VALUES[probe], probe_envs.ACTIONS.get(probe, {})
-    for obs, value, action in _greedy_episodes(model, probe):
-        assert value == pytest.approx(expected_values[obs], abs=0.1 * max(1.0, abs(expected_values[obs]))), \
-            f"V({obs}) = {value:.3f}, expected {expected_values[obs]}"
-        if obs in expected_actions:
-            assert action == expected_actions[obs], f"greedy action {action} at observation {obs}"
+    right_in_a_row, mistakes = 0, ["no check ran"]
+    for model in _training(_config(algorithm, probe, lstm)):
+        mistakes = _mistakes(model, probe)
+        right_in_a_row = 0 if mistakes else right_in_a_row + 1
+        if right_in_a_row == 2:
+            return
+    pytest.fail(f"after {UPDATES} updates: " + "; ".join(sorted(set(mistakes))))
