@@ -53,7 +53,7 @@ def test_max_seconds_ends_a_run_whose_evaluation_never_ends(tmp_path, watch):
 
 @pytest.mark.fault("21", "SIGTERM or SIGINT during an evaluation episode that never ends",
                    "the run stops at once, final checkpoint written, exit 0")
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
 def test_a_stop_signal_cuts_an_evaluation_that_never_ends(tmp_path, watch, signum):
     """A stop signal during the periodic evaluation stops the run at once (without, the evaluation ran its 12 s
     first: the run ended after 12.3 s; the bound between leaves a loaded machine 6 s); the final checkpoint is

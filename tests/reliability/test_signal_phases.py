@@ -91,7 +91,9 @@ def test_signal_during_start_up_abandons_the_start(watch, tmp_path, logdir, how)
                    "no worker dies half-started (they block SIGINT and SIGHUP from birth): exit 0, stop reason the "
                    "signal, final checkpoint; no traceback, no 'Fatal Python error', no worker reported killed; "
                    "`--resume` continues (after SIGINT)")
-@pytest.mark.parametrize("how", list(SIGNALS))
+# HUP stops a run as INT does (nohup and a closed terminal have tests of their own): its case is a long run
+@pytest.mark.parametrize("how", [pytest.param(how, marks=[pytest.mark.slow] if how.startswith("HUP") else [])
+                                 for how in SIGNALS])
 def test_signal_while_workers_start_stops_with_a_final_checkpoint(watch, tmp_path, logdir, how):
     signum, group = SIGNALS[how]
     run = _start(watch, tmp_path, logdir, trainer={"workers": 8, "start_method": "spawn"})
