@@ -12,9 +12,8 @@ import pytest
 
 import framework
 import probe_envs
+from in_process import InProcessRun
 from framework import algorithms
-from framework.runtime.algorithm import WorkerContext
-from framework.runtime.run_stats import RunStats
 from framework.train.config import validate
 
 ALGORITHMS = {
@@ -43,29 +42,18 @@ def _config(algorithm: str, probe: str, lstm: bool) -> dict:
 def _training(config: dict) -> Iterator[framework.nn.Module]:
     """Up to UPDATES updates of the config's algorithm, its workers' code in this process: the shared model after
     every CHECK_EVERY of them."""
-    name = config["algorithm"]["name"]
-    plugin = algorithms.get(name)
-    framework.manual_seed(0)
-    model = plugin.build_model(config).share_memory()
-    optimizer = plugin.build_optimizer(model, config).share_memory()
-    stats = RunStats(2, plugin.metrics, counts=plugin.counts)
-    shared = plugin.build_shared(config, None, range(2))
-
-    def context(rank: int, role: str) -> WorkerContext:
-        return WorkerContext(rank, 11 + rank, config, model, optimizer, stats.writer(rank), shared, {}, role, 0)
-
-    if name == "a3c":
-        worker = algorithms.a3c.worker.Worker(plugin.build_model(config), context(0, "worker"))
+    run = InProcessRun(config, first_seed=11)
+    if config["algorithm"]["name"] == "a3c":
+        worker = algorithms.a3c.worker.Worker(run.plugin.build_model(config), run.context(0, "worker"))
         steps = [worker.update]
     else:
-        actor = plugin.actor_class(plugin.build_model(config), context(0, "actor"))
-        learner = plugin.learner_class(plugin.build_model(config), context(1, "learner"))
+        actor, learner = run.actor_and_learner()
         steps = [actor.update, lambda: learner.learn(learner.take_batch())]
     for update in range(1, UPDATES + 1):
         for step in steps:
             step()
         if update % CHECK_EVERY == 0:
-            yield model
+            yield run.model
 
 
 def _greedy_episodes(model: framework.nn.Module, probe: str, episodes: int = 6) -> list[tuple[float, float, int]]:

@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 import framework
-from framework import algorithms
-from framework.runtime.algorithm import WorkerContext
-from framework.runtime.run_stats import LAG_SUM, UPDATES, RunStats
+from framework.runtime.run_stats import LAG_SUM, UPDATES
 from framework.rl.actor_learner import bridge_values, cut_nonfinite_steps
 from framework.rl.losses import actor_critic_loss, clipped_surrogate_loss
 from framework.rl.returns import gae
 from framework.rl.spaces import ActionHead
 from framework.train.config import validate
+from in_process import InProcessRun
 
 
 def _actor_and_learner(name: str, lstm: bool = False, **algorithm):
@@ -21,19 +20,9 @@ def _actor_and_learner(name: str, lstm: bool = False, **algorithm):
         "env": {"envs_per_worker": 3}, "model": {"hidden": [16], "lstm": lstm},
         "algorithm": {"name": name, "n_steps": 5, "batch_trajectories": 1, "max_grad_norm": 1e6, **algorithm},
         "optimizer": {"name": "sgd", "lr": 1e-12}, "trainer": {"workers": 1, "compile": False}})
-    plugin = algorithms.get(name)
-    framework.manual_seed(0)
-    model = plugin.build_model(config).share_memory()
-    optimizer = plugin.build_optimizer(model, config).share_memory()
-    stats = RunStats(2, plugin.metrics, counts=plugin.counts)
-    shared = plugin.build_shared(config, None, range(2))
-
-    def context(rank: int, role: str) -> WorkerContext:
-        return WorkerContext(rank, 7 + rank, config, model, optimizer, stats.writer(rank), shared, {}, role, 0)
-
-    actor = plugin.actor_class(plugin.build_model(config), context(0, "actor"))
-    learner = plugin.learner_class(plugin.build_model(config), context(1, "learner"))
-    return actor, learner, model, stats
+    run = InProcessRun(config, first_seed=7)
+    actor, learner = run.actor_and_learner()
+    return actor, learner, run.model, run.stats
 
 
 @pytest.mark.parametrize("lstm", [False, True], ids=["feed-forward", "lstm"])
