@@ -31,7 +31,7 @@ counted as A3C's are, so a run of nothing else stops at
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -263,7 +263,7 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
     def roles(self, config: Config) -> tuple[Role, ...]:
         """`trainer.workers` actors (run_worker) and `algorithm.learners` learners (run_learner)."""
         return (Role("actor", config["trainer"]["workers"]),
-                Role("learner", config["algorithm"]["learners"], "run_learner", "algorithm.learners"))
+                Role("learner", config["algorithm"]["learners"], "run_learner", "algorithm.learners", central=True))
 
     def check_config(self, config: Config) -> None:
         """ActorCriticAlgorithm's checks; a batch must fit in the buffer."""
@@ -275,13 +275,36 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
                               f"(the trajectories the buffer holds)")
 
     def build_shared(self, config: Config, context: Any, ranks: range) -> TrajectoryBuffer:
-        """The run's trajectory buffer: algorithm.slots_per_actor slots per actor."""
+        """The trajectory buffer of `ranks`: algorithm.slots_per_actor slots per actor, of every actor where the
+        learners run (a run on one machine, the learners' Ray node), of the node's own actors on a Ray node of
+        actors alone."""
         layout, head = env_spaces(config)
         state = [to_host(s.data_array) for s in self.build_model(config).initial_state(1) or ()]
-        return TrajectoryBuffer(config["trainer"]["workers"], config["algorithm"]["slots_per_actor"],
+        actors = range(config["trainer"]["workers"])
+        if ranks.stop <= actors.stop:  # no learner among them
+            actors = ranks
+        return TrajectoryBuffer(len(actors), config["algorithm"]["slots_per_actor"],
                                 config["algorithm"]["n_steps"], config["env"]["envs_per_worker"], layout.shape,
                                 layout.dtype, head.shape, head.dtype, tuple(s.shape[1:] for s in state),
-                                state[0].dtype if state else np.float32)
+                                state[0].dtype if state else np.float32, first_actor=actors.start)
+
+    def collect(self, config: Config, buffer: TrajectoryBuffer, stopping: Callable[[], bool]) -> dict[str, Any] | None:
+        """Up to `algorithm.batch_trajectories` of the node's full slots, the oldest first, as whole rollouts
+        (waiting `max_learner_wait_s` for that many, as a learner does); their slots go back to their actors."""
+        a = config["algorithm"]
+        slots, _ = buffer.take(0, min(a["batch_trajectories"], buffer.status.size), a["max_learner_wait_s"], stopping)
+        if slots.size == 0:
+            return None
+        try:
+            return buffer.rollouts(slots)
+        finally:
+            buffer.release(slots)
+
+    def deliver(self, config: Config, buffer: TrajectoryBuffer, batch: dict[str, Any],
+                stopping: Callable[[], bool]) -> tuple[int, int]:
+        """A node's rollouts into their actors' slots of the learners' buffer, waiting `max_actor_wait_s` at most
+        for room, as the actors would."""
+        return buffer.store(batch, config["algorithm"]["max_actor_wait_s"], stopping)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         """An actor's loop."""

@@ -1,6 +1,8 @@
 """Faults of the ray backend on a simulated cluster that this module starts once (3 nodes of 1 CPU) and runs
 join: a node lost mid-run (the run goes on, or restarts its group), a stalled node group, the parameter server
-lost, stop signals; and checkpoints that resume across backends."""
+lost, stop signals; checkpoints that resume across backends; and IMPALA's actors on the nodes relaying their
+trajectories to its learner on the head: nothing lost or duplicated, the policy lag counted across nodes, a node
+killed or hung, a resume."""
 import contextlib
 import json
 import os
@@ -330,3 +332,98 @@ def test_losing_the_only_node_group_stops_the_run_as_failed(watch, tmp_path, log
     summary = _summary(run_dir)
     assert summary["node_failures"] == 1 and summary["stop_reason"] == "worker failure"
     assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"] == summary["env_steps"]
+
+
+# -- an actor-learner run: actors on the nodes, the learner on the head ------------------------------------------
+AL_STEPS = 10 * 4
+"""Env steps of one trajectory of `impala_config` (n_steps x envs_per_worker)."""
+
+
+def impala_config(address: str, **trainer) -> dict:
+    """IMPALA with one actor on each of 2 nodes and its learner on the head node (which has no CPU), relaying
+    batches of 2 trajectories; the module's exchange settings."""
+    config = ray_config(address, trainer={"workers": 2, **trainer, "ray": {
+        "address": address, "nodes": 2, "workers_per_node": 1, "timeout_s": 3}})
+    config["algorithm"] = {"name": "impala", "n_steps": 10, "learners": 1, "batch_trajectories": 2,
+                           "slots_per_actor": 2}
+    return config
+
+
+def _relay_accounts_for_every_trajectory(summary: dict, nodes: int = 2, slots_per_actor: int = 2,
+                                        batch: int = 2) -> None:
+    """Every trajectory the learners received was sent once, and every one the actors (one a node) made was
+    received, dropped by its actor (counted), still in its node (its slots), or in the last batch of its node,
+    which the learners' group, stopping, no longer took."""
+    relay, dropped = summary["relay"], summary["counts"]["trajectories_dropped"]
+    assert relay["sent"] == relay["received"] > 0 and relay["batches"] > 0, relay
+    made = summary["env_steps"] // AL_STEPS
+    assert relay["received"] <= made <= relay["received"] + dropped + nodes * (slots_per_actor + batch), (
+        made, relay, dropped)
+
+
+@pytest.mark.fault("R", "none: IMPALA with an actor on each of 2 nodes and its learner on the head, run to its "
+                   "step budget, then `--resume`d on the cluster with a larger one",
+                   "every trajectory relayed once (sent = received, the env steps accounted for), the policy lag "
+                   "counted across nodes (a few updates, not the run's update count); the resumed run continues "
+                   "its counts, its lag still counted from the run's updates")
+def test_impala_relays_every_trajectory_once_counts_the_policy_lag_and_resumes(watch, tmp_path, logdir,
+                                                                              full_cluster):
+    config = write_config(tmp_path / "c.yaml", impala_config(full_cluster.address, total_steps=40_000))
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    run_dir = wait_for_run_dir(logdir)
+    first = _summary(run_dir)
+    assert first["stop_reason"] == "total_steps reached" and first["node_failures"] == 0
+    _relay_accounts_for_every_trajectory(first)
+    assert first["updates"] > 20 and 0 < first["policy_lag_mean"] < first["updates"] / 3, first
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.total_steps=80000")
+    assert done.returncode == 0, done.stderr
+    resumed = _summary(run_dir)
+    assert resumed["env_steps"] >= 80_000 and resumed["updates"] > first["updates"] + 20
+    assert resumed["episodes"] > first["episodes"] and resumed["relay"]["sent"] == resumed["relay"]["received"] > 0
+    assert 0 < resumed["policy_lag_mean"] < first["updates"] / 3, (first, resumed)
+    assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["generations"] == [2, 2, 2]
+
+
+@pytest.mark.fault("R", "the raylet and processes of a node running IMPALA actors killed mid-run",
+                   "one line naming the actors' group; the other node's actor feeds the learner on (the run's "
+                   "updates grow); SIGTERM ends it with exit 0 and `node_failures: 1`")
+def test_impala_goes_on_with_the_actors_left_when_a_node_is_killed(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, impala_config(full_cluster.address))
+    node = next(iter(_running_groups(full_cluster, 2)))
+    full_cluster.remove_node(node, allow_graceful=False)
+    run.wait_for(r"^node group \d \(actors \d-\d\) was lost: .*; 2 of 3 groups go on$")
+    before = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]
+    assert wait_until(lambda: _steps(run_dir) > before["env_steps"] + 5 * AL_STEPS * 2, 30), run.stderr
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["failure"] is None and summary["updates"] > 0
+    assert summary["relay"]["received"] > 0
+
+
+@pytest.mark.fault("R", "SIGSTOP of the raylet of a node running IMPALA actors, kept until the run ends; "
+                   f"`trainer.total_steps` {HUNG_RUN_STEPS:,} with env steps of at least 1 ms",
+                   "the group is reported lost once and fenced at the server and at the learners' group: its "
+                   "actor process runs on where Ray cannot reach it, yet its worker stops while the raylet is "
+                   "still stopped; the run ends with `total_steps reached`, exit 0, `node_failures: 1`")
+def test_a_hung_impala_node_is_fenced_and_its_later_trajectories_count_nowhere(watch, tmp_path, logdir,
+                                                                             full_cluster):
+    config = impala_config(full_cluster.address, total_steps=HUNG_RUN_STEPS // 2)
+    config["env"] = {**config["env"], "id": "fault_envs:SlowStepCartPole-v0", "kwargs": {"step_s": 0.001}}
+    run, run_dir = _start(watch, tmp_path, logdir, config)
+    node, (actor, processes) = next(iter(_running_groups(full_cluster, 2).items()))
+    workers = [pid for pid in processes if "resource_tracker" not in cmdline(pid)]
+    raylet = _raylet(node)
+    os.kill(raylet, signal.SIGSTOP)
+    try:
+        run.wait_for(r"^node group \d \(actors \d-\d\) was lost: .*; 2 of 3 groups go on$", timeout=60)
+        assert still_alive(workers, 20) == [], "the lost group's actor trained on"
+        assert run.finish() == 0, run.stderr
+    finally:
+        os.kill(raylet, signal.SIGCONT)
+        full_cluster.remove_node(node, allow_graceful=False)
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == "total_steps reached" and summary["node_failures"] == 1, run.stderr
+    assert summary["env_steps"] == _steps(run_dir) >= HUNG_RUN_STEPS // 2
+    assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
