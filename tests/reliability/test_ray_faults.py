@@ -427,3 +427,41 @@ def test_a_hung_impala_node_is_fenced_and_its_later_trajectories_count_nowhere(w
     assert summary["stop_reason"] == "total_steps reached" and summary["node_failures"] == 1, run.stderr
     assert summary["env_steps"] == _steps(run_dir) >= HUNG_RUN_STEPS // 2
     assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
+
+
+@pytest.mark.fault("R", "SIGKILL of the actor of IMPALA's learners' group (on the head) mid-run",
+                   "exit 1 with one line naming the learners' group; the checkpoint holds the summary's counts; no "
+                   "node group left")
+def test_losing_the_learners_group_stops_the_run_with_its_checkpoint(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, impala_config(full_cluster.address))
+    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
+    [learners] = [pid for pid in children(head) if cmdline(pid).startswith("ray::NodeGroup")]
+    os.kill(learners, signal.SIGKILL)
+    assert run.finish() == 1, run.stderr
+    run.wait_for(r"^stopping the run: node group 2 \(learners 0-0\), the central one, was lost: .*; the last "
+                 r"checkpoint is kept, and train --resume continues from it$")
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == "backend failure" and summary["node_failures"] == 1
+    assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"] == summary["env_steps"] > 0
+    assert wait_until(lambda: not _groups(full_cluster), 15), "node groups outlived the run"
+
+
+@pytest.mark.fault("10", "`trainer.ray.learner_node` naming a node the cluster does not have; then a node it has",
+                   "exit 2, one line naming the key and what is allowed, no run directory; with a node's id the "
+                   "learners' group runs on that node beside the actors' groups")
+def test_the_learners_run_on_the_node_learner_node_names(watch, tmp_path, logdir, full_cluster):
+    config = impala_config(full_cluster.address)
+    config["trainer"]["ray"]["learner_node"] = "10.255.255.1"
+    done = run_cli(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    assert done.returncode == 2 and list(logdir.iterdir()) == []
+    assert done.stderr == ("train: error: config key 'trainer.ray.learner_node': got '10.255.255.1'; allowed: null "
+                           "(the head node), or the id or IP address of a live node of the Ray cluster\n")
+    chosen = max(full_cluster.worker_nodes, key=lambda node: node.node_id)  # the actors take the first two ids
+    config["trainer"]["ray"]["learner_node"] = chosen.node_id
+    run, _ = _start(watch, tmp_path, logdir, config)
+    groups = _running_groups(full_cluster, 3)  # the actors' two and, on the chosen node, the learners'
+    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
+    assert not [pid for pid in children(head) if cmdline(pid).startswith("ray::NodeGroup")]
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    assert still_alive([pid for actor, workers in groups.values() for pid in (actor, *workers)], 15) == []
