@@ -70,8 +70,8 @@ def test_the_shipped_actor_learner_configs_solve_cartpole_on_two_simulated_nodes
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "target_return reached" and summary["node_failures"] == 0
     assert summary["relay"]["sent"] == summary["relay"]["received"] > 0 and summary["policy_lag_mean"] > 0
-    for tag in ("ray/relay_ms", "ray/relayed_per_s", "ray/group0/env_steps_per_s", "ray/group1/env_steps_per_s",
-                "perf/policy_lag"):
+    for tag in ("ray/relay_ms", "ray/deliver_ms", "ray/relayed_per_s", "ray/group0/env_steps_per_s",
+                "ray/group1/env_steps_per_s", "perf/policy_lag"):
         assert scalars(run_dir, tag), f"no {tag} in TensorBoard"
     assert max(scalars(run_dir, "ray/group0/env_steps_per_s")) > 0 < max(scalars(run_dir, "ray/group1/env_steps_per_s"))
 

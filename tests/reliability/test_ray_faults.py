@@ -202,23 +202,38 @@ def test_a_hung_node_group_is_fenced_and_counts_nowhere(watch, tmp_path, logdir,
     config = ray_config(full_cluster.address, trainer={"total_steps": HUNG_RUN_STEPS},
                         env={"id": "fault_envs:SlowStepCartPole-v0", "kwargs": {"step_s": 0.001}})
     run, run_dir = _start(watch, tmp_path, logdir, config)
-    node, (actor, processes) = next(iter(_running_groups(full_cluster, 2).items()))
+    _hang_a_node_until_the_run_ends(full_cluster, run, run_dir, HUNG_RUN_STEPS,
+                                    r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$")
+
+
+def _hang_a_node_until_the_run_ends(cluster, run: Train, run_dir: Path, total_steps: int, lost: str) -> None:
+    """SIGSTOP the raylet of a node running one of 2 groups, kept until the run ends: the group is reported lost
+    once (the line `lost`), its workers stop while the raylet is still stopped, and the run reaches total_steps
+    with the counts of its checkpoint."""
+    node, (actor, processes) = next(iter(_running_groups(cluster, 2).items()))
     workers = [pid for pid in processes if "resource_tracker" not in cmdline(pid)]  # the tracker ends with the actor
     raylet = _raylet(node)
     os.kill(raylet, signal.SIGSTOP)
     try:
-        run.wait_for(r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$", timeout=60)
+        run.wait_for(lost, timeout=60)
         assert still_alive(workers, 20) == [], "the lost group's workers trained on"
         assert run.proc.poll() is None, "the run ended with the lost group's workers (its budget used up)"
         assert run.finish() == 0, run.stderr
     finally:
         os.kill(raylet, signal.SIGCONT)
-        full_cluster.remove_node(node, allow_graceful=False)
+        cluster.remove_node(node, allow_graceful=False)
     summary = _summary(run_dir)
     assert summary["stop_reason"] == "total_steps reached", run.stderr
-    assert summary["env_steps"] >= HUNG_RUN_STEPS and summary["node_failures"] == 1
+    assert summary["env_steps"] >= total_steps and summary["node_failures"] == 1
     assert summary["env_steps"] == _steps(run_dir)
     assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
+
+
+def _kill_the_actor_on_the_head(cluster, kind: str) -> None:
+    """SIGKILL the one process on the head node whose command line starts with kind (`ray::ParameterServer`)."""
+    head = cluster.head_node.all_processes["raylet"][0].process.pid
+    [actor] = [pid for pid in children(head) if cmdline(pid).startswith(kind)]
+    os.kill(actor, signal.SIGKILL)
 
 
 @pytest.mark.fault("R", "SIGKILL of the parameter server's actor mid-run",
@@ -226,9 +241,7 @@ def test_a_hung_node_group_is_fenced_and_counts_nowhere(watch, tmp_path, logdir,
                    "with the local backend continues")
 def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, logdir, full_cluster):
     run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
-    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
-    [server] = [pid for pid in children(head) if cmdline(pid).startswith("ray::ParameterServer")]
-    os.kill(server, signal.SIGKILL)
+    _kill_the_actor_on_the_head(full_cluster, "ray::ParameterServer")
     assert run.finish() == 1, run.stderr
     assert "stopping the run: the parameter server was lost" in run.stderr
     summary = _summary(run_dir)
@@ -355,7 +368,7 @@ def _relay_accounts_for_every_trajectory(summary: dict, nodes: int = 2, slots_pe
     received, dropped by its actor (counted), still in its node (its slots), or in the last batch of its node,
     which the learners' group, stopping, no longer took."""
     relay, dropped = summary["relay"], summary["counts"]["trajectories_dropped"]
-    assert relay["sent"] == relay["received"] > 0 and relay["batches"] > 0, relay
+    assert relay["sent"] == relay["received"] > 0 and relay["batches"] > 0 and relay["store_ms_per_batch"] > 0, relay
     made = summary["env_steps"] // AL_STEPS
     assert relay["received"] <= made <= relay["received"] + dropped + nodes * (slots_per_actor + batch), (
         made, relay, dropped)
@@ -412,21 +425,8 @@ def test_a_hung_impala_node_is_fenced_and_its_later_trajectories_count_nowhere(w
     config = impala_config(full_cluster.address, total_steps=HUNG_RUN_STEPS // 2)
     config["env"] = {**config["env"], "id": "fault_envs:SlowStepCartPole-v0", "kwargs": {"step_s": 0.001}}
     run, run_dir = _start(watch, tmp_path, logdir, config)
-    node, (actor, processes) = next(iter(_running_groups(full_cluster, 2).items()))
-    workers = [pid for pid in processes if "resource_tracker" not in cmdline(pid)]
-    raylet = _raylet(node)
-    os.kill(raylet, signal.SIGSTOP)
-    try:
-        run.wait_for(r"^node group \d \(actors \d-\d\) was lost: .*; 2 of 3 groups go on$", timeout=60)
-        assert still_alive(workers, 20) == [], "the lost group's actor trained on"
-        assert run.finish() == 0, run.stderr
-    finally:
-        os.kill(raylet, signal.SIGCONT)
-        full_cluster.remove_node(node, allow_graceful=False)
-    summary = _summary(run_dir)
-    assert summary["stop_reason"] == "total_steps reached" and summary["node_failures"] == 1, run.stderr
-    assert summary["env_steps"] == _steps(run_dir) >= HUNG_RUN_STEPS // 2
-    assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
+    _hang_a_node_until_the_run_ends(full_cluster, run, run_dir, HUNG_RUN_STEPS // 2,
+                                    r"^node group \d \(actors \d-\d\) was lost: .*; 2 of 3 groups go on$")
 
 
 @pytest.mark.fault("R", "SIGKILL of the actor of IMPALA's learners' group (on the head) mid-run",
@@ -434,9 +434,7 @@ def test_a_hung_impala_node_is_fenced_and_its_later_trajectories_count_nowhere(w
                    "node group left")
 def test_losing_the_learners_group_stops_the_run_with_its_checkpoint(watch, tmp_path, logdir, full_cluster):
     run, run_dir = _start(watch, tmp_path, logdir, impala_config(full_cluster.address))
-    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
-    [learners] = [pid for pid in children(head) if cmdline(pid).startswith("ray::NodeGroup")]
-    os.kill(learners, signal.SIGKILL)
+    _kill_the_actor_on_the_head(full_cluster, "ray::NodeGroup")  # the learners' group
     assert run.finish() == 1, run.stderr
     run.wait_for(r"^stopping the run: node group 2 \(learners 0-0\), the central one, was lost: .*; the last "
                  r"checkpoint is kept, and train --resume continues from it$")

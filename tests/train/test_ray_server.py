@@ -1,5 +1,6 @@
 """The parameter server's exchange (a plain class: Ray only carries the calls): deltas add up, staleness counts
-the other groups' pushes, reports reach the driver once, the run's updates (for the policy lag across nodes) are the accepted reports'."""
+the other groups' pushes, reports reach the driver once, the run's updates (for the policy lag across nodes) are the accepted
+reports'."""
 import numpy as np
 
 from framework.train.backends.ray_server import ParameterServer

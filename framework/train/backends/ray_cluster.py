@@ -471,13 +471,17 @@ class RayBackend(Backend):
             values["ray/exchange_ms"] = 1000 * sum(c["exchange_s"] for c in change.values()) / exchanges
         for group in self.groups:
             if not group.central:
-                values[f"ray/group{group.index}/env_steps_per_s"] = change.get(group.incarnation, zero)["steps"] / seconds
+                steps = change.get(group.incarnation, zero)["steps"]
+                values[f"ray/group{group.index}/env_steps_per_s"] = steps / seconds
         if self.central is not None:
             batches = sum(c["batches"] for c in change.values())
             values["ray/relayed_per_s"] = sum(c["received"] for c in change.values()) / seconds
             values["ray/relay_batches_per_s"] = batches / seconds
             if batches:
                 values["ray/relay_ms"] = 1000 * sum(c["relay_s"] for c in change.values()) / batches
+            deliveries = sum(c["deliveries"] for c in change.values())
+            if deliveries:
+                values["ray/deliver_ms"] = 1000 * sum(c["deliver_s"] for c in change.values()) / deliveries
         return values
 
     def summary(self) -> dict[str, Any]:
@@ -493,7 +497,9 @@ class RayBackend(Backend):
             entries["relay"] = {"sent": int(relay["sent"]), "received": int(relay["received"]),
                                 "dropped": int(relay["dropped"]), "batches": int(relay["batches"]),
                                 "ms_per_batch": (round(1000 * relay["relay_s"] / relay["batches"], 3)
-                                                 if relay["batches"] else None)}
+                                                 if relay["batches"] else None),
+                                "store_ms_per_batch": (round(1000 * relay["deliver_s"] / relay["deliveries"], 3)
+                                                       if relay["deliveries"] else None)}
         return entries
 
 

@@ -51,9 +51,10 @@ from framework.train.backends.local import LocalBackend
 from framework.plugin.run_stats import STEPS, UPDATES
 
 FENCED = "the parameter server refused its exchange (the driver had declared it lost)"
-RELAY_COUNTS = ("sent", "batches", "relay_s", "received", "dropped")
-"""A feeding group's rollouts sent (that the central group stored), batches and seconds in those calls; the central
-group's rollouts received (stored) and dropped (overwritten on arrival, their actors' slots full)."""
+RELAY_COUNTS = ("sent", "batches", "relay_s", "received", "dropped", "deliveries", "deliver_s")
+"""A feeding group's rollouts sent (that the central group stored), batches and seconds in those calls (round
+trips); the central group's rollouts received (stored) and dropped (overwritten on arrival, their actors' slots
+full), batches taken and seconds spent storing them."""
 
 
 class Fenced(Exception):
@@ -131,12 +132,15 @@ class NodeGroup:
                 return 0
             self.delivering += 1
         stored = dropped = 0
+        started = time.monotonic()
         try:
             stored, dropped = self.algorithm.deliver(self.config, self.shared, batch, self.closing.is_set)
         finally:
             with self.gate:
                 self.relay["received"] += stored
                 self.relay["dropped"] += dropped
+                self.relay["deliveries"] += 1
+                self.relay["deliver_s"] += time.monotonic() - started
                 self.delivering -= 1
                 self.gate.notify_all()
         return stored
