@@ -378,7 +378,8 @@ def _relay_accounts_for_every_trajectory(summary: dict, nodes: int = 2, slots_pe
                    "step budget, then `--resume`d on the cluster with a larger one",
                    "every trajectory relayed once (sent = received, the env steps accounted for), the policy lag "
                    "counted across nodes (a few updates, not the run's update count); the resumed run continues "
-                   "its counts, its lag still counted from the run's updates")
+                   "its counts, its lag still counted from the run's updates; resumed again with the local "
+                   "backend, it continues there")
 def test_impala_relays_every_trajectory_once_counts_the_policy_lag_and_resumes(watch, tmp_path, logdir,
                                                                               full_cluster):
     config = write_config(tmp_path / "c.yaml", impala_config(full_cluster.address, total_steps=40_000))
@@ -396,6 +397,10 @@ def test_impala_relays_every_trajectory_once_counts_the_policy_lag_and_resumes(w
     assert resumed["episodes"] > first["episodes"] and resumed["relay"]["sent"] == resumed["relay"]["received"] > 0
     assert 0 < resumed["policy_lag_mean"] < first["updates"] / 3, (first, resumed)
     assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["generations"] == [2, 2, 2]
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.total_steps=100000", "--set", "trainer.backend=local")
+    assert done.returncode == 0, done.stderr  # and on one machine
+    local = _summary(run_dir)
+    assert local["env_steps"] >= 100_000 and local["updates"] > resumed["updates"] and "relay" not in local
 
 
 @pytest.mark.fault("R", "the raylet and processes of a node running IMPALA actors killed mid-run",
