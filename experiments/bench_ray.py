@@ -14,13 +14,20 @@
    nodes push back to back.
 3. On paper: 10 and 100 nodes from the measured server throughput and bytes
    per exchange, and where one server stops keeping up (sharding).
+4. Actor-learner: `configs/impala_ray.yaml` (IMPALA, CartPole-v1) with the
+   same actors (--actors, default 2) and one learner, for a fixed time, three
+   ways as in 1: env steps/s, the learner's updates/s and busy share, the
+   policy lag, and the relay (ms per trajectory batch, node to learners).
+5. On paper, from 4: N nodes of C cores feeding one learners' node, the
+   env steps/s to expect and where the learners or the relay saturate.
 
 Writes experiments/results/ray.md and ray.png (return against wall time of
 each run). The figures mean something on a quiet machine only: the result
 file records the load average before and after.
 
-Run: python -m experiments.bench_ray [--seeds 3] [--max-seconds 120] [--reps 200]
-     python -m experiments.bench_ray --seeds 1 --max-seconds 5 --reps 10 --print-only   (a check that it runs)
+Run: python -m experiments.bench_ray [--seeds 3] [--max-seconds 120] [--reps 200] [--al-seconds 30]
+     python -m experiments.bench_ray --seeds 1 --max-seconds 5 --reps 10 --al-seconds 5 --print-only
+     (a check that it runs)
 """
 from __future__ import annotations
 
@@ -37,9 +44,13 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import REPO, RESULTS, markdown_table, plot_return_curves, return_curve, write_result
+from experiments.common import (REPO, RESULTS, markdown_table, plot_return_curves, return_curve, scalar_events,
+                                steady_mean, write_result)
 
 CONFIG = REPO / "configs" / "a3c_ray.yaml"
+AL_CONFIG = REPO / "configs" / "impala_ray.yaml"
+BIG_BATCH = 8
+"""batch_trajectories of the actor-learner setup that measures how the relay's cost grows with a batch."""
 SYNC_EVERY_S = 0.05
 BIG_MODEL_BYTES = 10 << 20
 LINK_BYTES_PER_S = 1.25e9
@@ -63,9 +74,9 @@ def cpu_seconds_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_train(overrides: list[str], seed: int, max_seconds: float, logdir: Path) -> dict:
+def run_train(overrides: list[str], seed: int, max_seconds: float, logdir: Path, config: Path = CONFIG) -> dict:
     """One `train` run; its summary, the CPU seconds of its process tree and its return curve."""
-    command = [sys.executable, "-m", "framework.train", "train", "--config", str(CONFIG), "--logdir", str(logdir),
+    command = [sys.executable, "-m", "framework.train", "train", "--config", str(config), "--logdir", str(logdir),
                "--set", f"seed={seed}", "--set", f"trainer.max_seconds={max_seconds}",
                "--set", "logging.progress=false", "--set", "logging.log_every_s=0.25"]
     for text in overrides:
@@ -77,7 +88,7 @@ def run_train(overrides: list[str], seed: int, max_seconds: float, logdir: Path)
         raise RuntimeError(f"train failed ({done.returncode}):\n{done.stderr[-2000:]}")
     run_dir = next(p for p in logdir.iterdir() if p.is_dir())
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {"summary": summary, "cpu_s": cpu, "curve": return_curve(run_dir, summary["started_at"])}
+    return {"summary": summary, "cpu_s": cpu, "curve": return_curve(run_dir, summary["started_at"]), "run_dir": run_dir}
 
 
 # -- 2. the exchange ---------------------------------------------------------------------------------
@@ -113,12 +124,12 @@ def measure_exchange(floats_by_name: dict[str, int], reps: int) -> dict[str, dic
 
         def round_trips(self, reps: int) -> list[float]:
             report = {"counters": np.zeros((2, 7), np.int64), "metric_sums": np.zeros((2, 5)), "episodes": [],
-                      "exits": [], "exchange_s": 0.0, "optimizer": None, "buffers": None}
+                      "exits": [], "exchange_s": 0.0, "relay": {}, "optimizer": None, "buffers": None}
             times = []
             for _ in range(reps):
                 started = time.perf_counter()
-                params, self.version, _ = ray.get(self.server.exchange.remote(id(self), self.delta, self.version,
-                                                                              report))
+                params, self.version, _, _ = ray.get(self.server.exchange.remote(id(self), self.delta, self.version,
+                                                                                 report))
                 times.append(time.perf_counter() - started)
             return times
 
@@ -173,6 +184,64 @@ def estimate(model_bytes: int, nodes: int, fixed_s: float, rate: float) -> list[
     return [f"{demand:,.0f}", f"{busy:.0%}", f"{link:.0%}", advice]
 
 
+# -- 4. actor-learner --------------------------------------------------------------------------------
+def actor_learner_setups(actors: int) -> dict[str, list[str]]:
+    """configs/impala_ray.yaml's actors and learner three ways, run for a fixed time (no return target)."""
+    fixed = ["trainer.target_return=null", f"trainer.workers={actors}"]
+    return {
+        "local": [*fixed, "trainer.backend=local"],
+        "ray, 1 node": [*fixed, "trainer.ray.nodes=1", f"trainer.ray.workers_per_node={actors}"],
+        "ray, 2 nodes": [*fixed, "trainer.ray.nodes=2", f"trainer.ray.workers_per_node={actors // 2}"],
+        f"ray, 2 nodes, batches of {BIG_BATCH}": [*fixed, "trainer.ray.nodes=2",
+                                                 f"trainer.ray.workers_per_node={actors // 2}",
+                                                 f"algorithm.batch_trajectories={BIG_BATCH}",
+                                                 f"algorithm.slots_per_actor={BIG_BATCH}"],
+    }
+
+
+def actor_learner_figures(run_dir: Path, warmup_s: float, trajectory_steps: int,
+                          batch: int) -> dict[str, float | None]:
+    """What one run measured once past warmup_s of logging (start-up left out): env steps/s; the learner's
+    updates/s and the share of the time it was not waiting for trajectories; the trajectories/s it would take when
+    never waiting (its capacity); the policy lag; the relay's ms per batch (a node's round trip, and the learners'
+    group's time storing it) and trajectories per batch (ray runs)."""
+    waits = scalar_events(run_dir, "perf/learner_wait_s")
+    waits = [e for e in waits if e.wall_time - waits[0].wall_time >= warmup_s]
+    busy = max(1e-9, 1.0 - (waits[-1].value - waits[0].value) / max(waits[-1].wall_time - waits[0].wall_time, 1e-9))
+    updates_per_s = steady_mean(run_dir, "perf/updates_per_s", warmup_s)
+    relayed, batches = (steady_mean(run_dir, tag, warmup_s)
+                        for tag in ("ray/relayed_per_s", "ray/relay_batches_per_s"))
+    return {"steps_per_s": steady_mean(run_dir, "perf/env_steps_per_s", warmup_s), "updates_per_s": updates_per_s,
+            "busy": busy, "capacity": updates_per_s * batch / busy, "trajectory_steps": trajectory_steps,
+            "lag": steady_mean(run_dir, "perf/policy_lag", warmup_s),
+            "relay_ms": steady_mean(run_dir, "ray/relay_ms", warmup_s),
+            "store_ms": steady_mean(run_dir, "ray/deliver_ms", warmup_s),
+            "per_batch": relayed / batches if relayed and batches else None}
+
+
+
+# -- 5. on paper ------------------------------------------------------------------------------------
+def scaling_rows(setup: str, per_core: float, figures: dict[str, float | None], cores: int,
+                 plans: tuple[tuple[int, int], ...]) -> list[list[str]]:
+    """For each (nodes, learners) plan: nodes of `cores` cores, an actor a core at the measured env steps/s per
+    actor core, feeding `learners` Hogwild learners of the measured capacity (counted as if they added up) through
+    the learners' group, which takes batches one after the other at the measured time per batch: between its own
+    storing time (batches arriving back to back) and a node's whole round trip (each call waited out). The env
+    steps/s the actors ask, the ceilings of the learners and of the relay, what to expect, and what limits it."""
+    steps, per_batch = figures["trajectory_steps"], figures["per_batch"] * figures["trajectory_steps"]
+    relay_low, relay_high = 1000 / figures["relay_ms"] * per_batch, 1000 / figures["store_ms"] * per_batch
+    rows = []
+    for nodes, learners in plans:
+        asked = nodes * cores * per_core
+        learner_cap = learners * figures["capacity"] * steps
+        low, high = min(asked, learner_cap, relay_low), min(asked, learner_cap, relay_high)
+        limit = ("actors" if low == asked else "learners" if learner_cap <= relay_low
+                 else "relay" if relay_high <= learner_cap else "relay, then learners")
+        rows.append([setup, f"{nodes}", f"{cores}", f"{learners}", f"{asked:,.0f}", f"{learner_cap:,.0f}",
+                     f"{relay_low:,.0f} - {relay_high:,.0f}", f"{low:,.0f} - {high:,.0f}", limit])
+    return rows
+
+
 # -- the report --------------------------------------------------------------------------------------
 def plot(runs: dict[str, list[dict]], path: Path) -> None:
     colors = ("tab:gray", "tab:blue", "tab:orange")
@@ -191,6 +260,8 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=120.0, help="trainer.max_seconds of each run")
     parser.add_argument("--workers", type=int, default=4, help="total workers of every setup (even; default 4)")
     parser.add_argument("--reps", type=int, default=200, help="exchanges timed per model (default 200)")
+    parser.add_argument("--actors", type=int, default=2, help="actors of every actor-learner setup (even; default 2)")
+    parser.add_argument("--al-seconds", type=float, default=30.0, help="seconds of each actor-learner run")
     parser.add_argument("--print-only", action="store_true", help="print the report; write no file")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -205,6 +276,18 @@ def main() -> None:
                 s = runs[name][-1]["summary"]
                 print(f"{name}, seed {seed}: {s['steps_per_second']:,.0f} steps/s, solved at "
                       f"{s['solved_at_seconds']} s, {runs[name][-1]['cpu_s']:.1f} CPU s", flush=True)
+        from framework.train.config import load_config
+        al_config = load_config(AL_CONFIG)
+        trajectory_steps = al_config["algorithm"]["n_steps"] * al_config["env"]["envs_per_worker"]
+        batch = al_config["algorithm"]["batch_trajectories"]
+        al = {}
+        for name, overrides in actor_learner_setups(args.actors).items():
+            logdir = Path(tmp) / f"impala-{name.replace(' ', '').replace(',', '-')}"
+            run = run_train(overrides, 0, args.al_seconds, logdir, AL_CONFIG)
+            batch_set = [int(o.split("=")[1]) for o in overrides if o.startswith("algorithm.batch_trajectories=")]
+            al[name] = actor_learner_figures(run["run_dir"], args.al_seconds / 3, trajectory_steps,
+                                             batch_set[0] if batch_set else batch)
+            print(f"IMPALA, {name}: {json.dumps(al[name])}", flush=True)
     floats = {"CartPole model": cartpole_model_floats(), "10 MB model": BIG_MODEL_BYTES // 4}
     exchange = measure_exchange(floats, args.reps)
     print(json.dumps(exchange, indent=1), flush=True)
@@ -237,6 +320,20 @@ def main() -> None:
          "shard the server?"],
         [[name, nodes, *estimate(e["bytes"], nodes, fixed_s, rate)] for name, e in exchange.items()
          for nodes in (10, 100)])
+    al_table = markdown_table(
+        ["setup", "env steps/s", "learner updates/s", "learner busy", "learner capacity (trajectories/s)",
+         "policy lag (updates)", "relay: round trip per batch", "relay: storing per batch", "trajectories per batch"],
+        [[name, fmt(f["steps_per_s"], ",.0f"), fmt(f["updates_per_s"], ",.1f"), f"{f['busy']:.0%}",
+          fmt(f["capacity"], ",.0f"), fmt(f["lag"], ".1f"), fmt(f["relay_ms"], ".2f", " ms"),
+          fmt(f["store_ms"], ".2f", " ms"), fmt(f["per_batch"], ".2f")] for name, f in al.items()])
+    cores = os.cpu_count() or 1  # the local run's actors had the cores the learner left them
+    per_core = al["local"]["steps_per_s"] / max(cores - al["local"]["busy"], 1.0)
+    plans = ((1, 1), (4, 1), (4, 4), (16, 8), (64, 16))
+    scaling = markdown_table(
+        ["measured setup", "nodes", "cores each", "learners", "env steps/s the actors ask", "learners' ceiling",
+         "relay's ceiling", "env steps/s to expect", "limited by"],
+        [row for name in ("ray, 2 nodes", f"ray, 2 nodes, batches of {BIG_BATCH}")
+         for row in scaling_rows(name, per_core, al[name], 16, plans)])
     sections = [
         f"`train --config configs/a3c_ray.yaml` with {args.workers} workers in all, {args.seeds} seed(s) per setup, "
         f"trainer.max_seconds {args.max_seconds:g}: the local backend, and the ray backend on 1 and 2 simulated "
@@ -259,6 +356,27 @@ def main() -> None:
         "sync period (or fewer, bigger nodes) helps.",
         paper,
         "![mean return of the last 100 episodes against wall time](ray.png)",
+        f"Actor-learner: `train --config configs/impala_ray.yaml` (IMPALA, CartPole-v1) with {args.actors} actors "
+        f"and 1 learner, {args.al_seconds:g} s each, no return target: the local backend, and the ray backend with "
+        "all actors on 1 simulated node or one on each of 2, the learner on the head. Every figure is the mean of "
+        f"what the run logged past its first {args.al_seconds / 3:g} s (start-up left out). The learner is busy "
+        "when it is not waiting for trajectories (perf/learner_wait_s); its capacity is the trajectories/s it takes "
+        "(updates/s x batch_trajectories: a busy learner takes full batches) divided by that share: what it would "
+        "take if it never waited. The relay is a node's call that hands a batch to the learners' group: its round "
+        "trip as the node times it (ray/relay_ms), and the learners' group's time writing the batch into its buffer "
+        f"(ray/deliver_ms). The last setup takes batches of {BIG_BATCH} trajectories (slots_per_actor "
+        f"{BIG_BATCH}), to show how the relay's and the learner's costs grow with a batch. All of it shares this "
+        "machine's 2 cores with other work: these are figures of a loaded machine, not of a cluster.",
+        al_table,
+        "On paper, from the two 2-node rows (a model, not a measurement): N nodes of 16 cores run an actor a core "
+        f"at {per_core:,.0f} env steps/s each (the local run's env steps/s over the {cores} cores less the share "
+        f"its learner was busy); a trajectory is {trajectory_steps} env steps. The learners take at most learners x "
+        "the measured capacity of one (Hogwild learners counted as if they added up, which on one node's memory "
+        "bandwidth they do not quite). The learners' group takes the nodes' batches one after the other: at best one "
+        "per storing time (calls arriving back to back, their transfer overlapping the storing), at worst one per "
+        "round trip (each call waited out); its ceiling is given as that range. Expected env steps/s is the least "
+        "of the actors' demand and the two ceilings.",
+        scaling,
     ]
     if args.print_only:
         print("\n\n".join(sections))

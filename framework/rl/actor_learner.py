@@ -33,7 +33,7 @@ counted as A3C's are, so a run of nothing else stops at
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -249,7 +249,7 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
     def roles(self, config: Config) -> tuple[Role, ...]:
         """`trainer.workers` actors (run_worker) and `algorithm.learners` learners (run_learner)."""
         return (Role("actor", config["trainer"]["workers"]),
-                Role("learner", config["algorithm"]["learners"], "run_learner", "algorithm.learners"))
+                Role("learner", config["algorithm"]["learners"], "run_learner", "algorithm.learners", central=True))
 
     def check_config(self, config: Config) -> None:
         """ActorCriticAlgorithm's checks; a batch must fit in the buffer."""
@@ -261,16 +261,39 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
                               f"(the trajectories the buffer holds)")
 
     def build_shared(self, config: Config, context: Any, ranks: range) -> ActorCriticShared:
-        """The environment's description and the run's trajectory buffer: algorithm.slots_per_actor slots per
-        actor."""
+        """The environment's description and the trajectory buffer of `ranks`: algorithm.slots_per_actor slots per
+        actor, of every actor where the learners run (a run on one machine, the learners' Ray node), of the node's
+        own actors on a Ray node of actors alone."""
         env = self.env_info(config)
         layout, head = env.layout, env.action_head
         state = [to_host(s.data_array) for s in self.model_for(config, env).initial_state(1) or ()]
-        buffer = TrajectoryBuffer(config["trainer"]["workers"], config["algorithm"]["slots_per_actor"],
-                                  config["algorithm"]["n_steps"], env.envs_per_worker, layout.shape, layout.dtype,
-                                  head.shape, head.dtype, tuple(s.shape[1:] for s in state),
-                                  state[0].dtype if state else np.float32)
+        actors = range(config["trainer"]["workers"])
+        if ranks.stop <= actors.stop:  # no learner among them
+            actors = ranks
+        buffer = TrajectoryBuffer(len(actors), config["algorithm"]["slots_per_actor"], config["algorithm"]["n_steps"],
+                                  env.envs_per_worker, layout.shape, layout.dtype, head.shape, head.dtype,
+                                  tuple(s.shape[1:] for s in state), state[0].dtype if state else np.float32,
+                                  first_actor=actors.start)
         return ActorCriticShared(env, buffer)
+
+    def collect(self, config: Config, shared: ActorCriticShared,
+                stopping: Callable[[], bool]) -> dict[str, Any] | None:
+        """Up to `algorithm.batch_trajectories` of the node's full slots, the oldest first, as whole rollouts
+        (waiting `max_learner_wait_s` for that many, as a learner does); their slots go back to their actors."""
+        a, buffer = config["algorithm"], shared.buffer
+        slots, _ = buffer.take(0, min(a["batch_trajectories"], buffer.status.size), a["max_learner_wait_s"], stopping)
+        if slots.size == 0:
+            return None
+        try:
+            return buffer.rollouts(slots)
+        finally:
+            buffer.release(slots)
+
+    def deliver(self, config: Config, shared: ActorCriticShared, batch: dict[str, Any],
+                stopping: Callable[[], bool]) -> tuple[int, int]:
+        """A node's rollouts into their actors' slots of the learners' buffer, waiting `max_actor_wait_s` at most
+        for room, as the actors would."""
+        return shared.buffer.store(batch, config["algorithm"]["max_actor_wait_s"], stopping)
 
     def run_worker(self, ctx: WorkerContext) -> None:
         """An actor's loop."""

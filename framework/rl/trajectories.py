@@ -35,6 +35,13 @@ Both look at the slots without the lock while they wait (taking it only to
 claim what they saw), and check their stop flag. A process that died holding
 slots leaves them WRITING or READING; its restarted successor takes them
 back first thing (`reclaim`).
+
+Across Ray nodes (the ray backend) each node has a buffer of its own actors'
+slots (`first_actor`: its first actor's index in the run) and the learners'
+node one of every actor's: a node's relay takes FULL slots as a learner would,
+as whole rollouts with their actors and versions (`rollouts`), and the
+learners' node writes them into those actors' slots there (`store`), waiting
+and dropping as the actor itself would.
 """
 from __future__ import annotations
 
@@ -83,9 +90,12 @@ class TrajectoryBuffer:
 
     def __init__(self, actors: int, slots_per_actor: int, steps: int, envs: int, obs_shape: tuple[int, ...],
                  obs_dtype: Any, action_shape: tuple[int, ...], action_dtype: Any,
-                 state_shapes: tuple[tuple[int, ...], ...] = (), state_dtype: Any = np.float32):
+                 state_shapes: tuple[tuple[int, ...], ...] = (), state_dtype: Any = np.float32,
+                 first_actor: int = 0):
         slots = actors * slots_per_actor
         self.slots_per_actor, self.steps, self.envs = slots_per_actor, steps, envs
+        self.first_actor = first_actor
+        """The run's index of the buffer's first actor: a Ray node's buffer holds its own actors' slots alone."""
         self.obs = sharing.empty_shared((steps + 1, slots, envs, *obs_shape), obs_dtype)
         self.actions = sharing.empty_shared((steps, slots, envs, *action_shape), action_dtype)
         self.rewards = sharing.empty_shared((steps, slots, envs), np.float32)
@@ -100,8 +110,9 @@ class TrajectoryBuffer:
         self.lock = sharing.RobustLock()
 
     def own_slots(self, actor: int) -> range:
-        """The slots actor writes into."""
-        return range(actor * self.slots_per_actor, (actor + 1) * self.slots_per_actor)
+        """The slots actor (the run's index of it) writes into."""
+        first = (actor - self.first_actor) * self.slots_per_actor
+        return range(first, first + self.slots_per_actor)
 
     def slot_views(self, slot: int) -> Trajectory:
         """One slot as a Trajectory of writable views (its state0 empty for a feed-forward model)."""
@@ -174,6 +185,36 @@ class TrajectoryBuffer:
         out["state0"] = [joined(array, 0) for array in self.state0]
         out["version"] = self.version[slots].copy()
         return out
+
+    def rollouts(self, slots: np.ndarray) -> dict[str, Any]:
+        """Copies of the slots' rollouts, each whole, for another node's buffer (`store`): obs (T+1, n, E, ...),
+        actions, rewards, dones, log_probs (T, n, E, ...), state0 (a list of (n, E, ...)), version and actor (the
+        run's index of the actor that wrote each, (n,))."""
+        out: dict[str, Any] = {name: np.take(getattr(self, name), slots, axis=1)
+                               for name in ("obs", "actions", "rewards", "dones", "log_probs")}
+        out["state0"] = [np.take(array, slots, axis=0) for array in self.state0]
+        out["version"] = self.version[slots].copy()
+        out["actor"] = slots // self.slots_per_actor + self.first_actor
+        return out
+
+    def store(self, rollouts: dict[str, Any], max_wait_s: float, stopping: Callable[[], bool]) -> tuple[int, int]:
+        """Write rollouts (as `rollouts` gives them, from another node) into their actors' slots here, each as its
+        actor would: a FREE slot, or past max_wait_s (one bound for them all) its oldest FULL one, dropped. (rollouts
+        stored, rollouts dropped); the ones left when stopping() became true are not stored."""
+        deadline = time.monotonic() + max_wait_s
+        stored = dropped = 0
+        for i, actor in enumerate(rollouts["actor"]):
+            slot, _, lost = self.acquire(int(actor), max(0.0, deadline - time.monotonic()), stopping)
+            if slot is None:
+                break
+            views = self.slot_views(slot)
+            for name in ("obs", "actions", "rewards", "dones", "log_probs"):
+                getattr(views, name)[...] = rollouts[name][:, i]
+            for view, state in zip(views.state0, rollouts["state0"]):
+                view[...] = state[i]
+            self.publish(slot, int(rollouts["version"][i]))
+            stored, dropped = stored + 1, dropped + lost
+        return stored, dropped
 
     def release(self, slots: np.ndarray) -> None:
         """Give slots a learner has read back to their actors."""

@@ -76,6 +76,11 @@ class Role:
     entry: str = "run_worker"
     key: str = "trainer.workers"
     """The config key that sets count (named where a run's processes are refused: too many for the limits)."""
+    central: bool = False
+    """Its processes run together on one machine and learn from what the other roles' processes make, which only
+    read the parameters (an actor-learner run's learners, fed by its actors): on the ray backend they run at
+    `trainer.ray.learner_node`, the other roles spread over the nodes feeding them (`Algorithm.collect`,
+    `Algorithm.deliver`)."""
 
     def __str__(self) -> str:
         """'16 actors', '1 learner'."""
@@ -196,8 +201,9 @@ class Algorithm(abc.ABC):
     def roles(self, config: Config) -> tuple[Role, ...]:
         """The kinds of process the run needs, in rank order: the ranks of the first role come first. Each
         process gets its row of the run statistics, its seed and its restarts as a worker does, and runs the
-        method its role names. The local backend starts them; a ray run of a plugin with another role than
-        `worker` is refused. Default: `trainer.workers` processes that run `run_worker`."""
+        method its role names. The local backend starts them; the ray backend spreads the first role
+        (`trainer.workers` processes) over its nodes and runs central roles at one node, and refuses a plugin with
+        another role. Default: `trainer.workers` processes that run `run_worker`."""
         return (Role("worker", config["trainer"]["workers"]),)
 
     def build_state(self, config: Config) -> dict[str, np.ndarray]:
@@ -212,6 +218,18 @@ class Algorithm(abc.ABC):
         """What the workers of `ranks` (all of the run's, or a Ray node's part) get as ctx.shared, made once with
         their multiprocessing context. Default: None."""
         return None
+
+    def collect(self, config: Config, shared: Any, stopping: Callable[[], bool]) -> Any:
+        """On a Ray node that feeds a central role: the next batch of what the node's processes made (an
+        actor-learner run's trajectories), taken out of `shared` (build_shared's, for the node's ranks) as NumPy
+        arrays, waiting a bounded time; None when there was none or stopping() became true. A plugin with a
+        central role implements it and `deliver`."""
+        raise NotImplementedError(f"algorithm {self.name} has no central role: nothing to collect")
+
+    def deliver(self, config: Config, shared: Any, batch: Any, stopping: Callable[[], bool]) -> tuple[int, int]:
+        """At the central role's node: a batch `collect` gave on another node into `shared` (build_shared's, for
+        the central ranks); (items stored, items dropped to make room)."""
+        raise NotImplementedError(f"algorithm {self.name} has no central role: nothing to deliver")
 
     @abc.abstractmethod
     def run_worker(self, ctx: WorkerContext) -> None:

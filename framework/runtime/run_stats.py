@@ -25,7 +25,7 @@ from framework.runtime.profile import COLUMNS, Profile
 # Columns of the int64 counter table. SEQ is odd while the row's writer is in add_update.
 STEPS, UPDATES, EPISODES, SKIPPED, SKIP_STREAK, LAG_SUM, SEQ = range(7)
 _COUNTERS = 7
-_STOP, _BUDGET = range(2)
+_STOP, _BUDGET, _UPDATES_ELSEWHERE = range(3)
 _SNAPSHOT_TRIES = 200
 _SNAPSHOT_WAIT_S = 0.0002
 
@@ -46,7 +46,7 @@ class RunStats:
         self.counters = sharing.empty_shared((workers, _COUNTERS), np.int64)
         self.metric_sums = sharing.empty_shared((workers, max(1, len(self.metrics) + len(self.counts))), np.float64)
         self.episodes = sharing.empty_shared((workers, ring, 2), np.float64)  # (return, length)
-        self.control = sharing.empty_shared((2,), np.int64)  # [stop requested, step budget]
+        self.control = sharing.empty_shared((3,), np.int64)  # [stop requested, step budget, updates elsewhere]
         self.profile = sharing.empty_shared((workers, COLUMNS), np.float64)  # seconds per phase, wall (profile)
         for array in (self.counters, self.metric_sums, self.episodes, self.control, self.profile):
             array[...] = 0
@@ -55,6 +55,11 @@ class RunStats:
     def set_step_budget(self, steps: int) -> None:
         """Workers start no rollout (or batch) once the run's total steps reach this (`trainer.total_steps`)."""
         self.control[_BUDGET] = steps
+
+    def set_updates_elsewhere(self, updates: int) -> None:
+        """Updates the shared parameters hold besides these workers' own (a Ray node's: the other nodes' updates,
+        which arrived with the global parameters), so that the policy lag counts them as a local run does."""
+        self.control[_UPDATES_ELSEWHERE] = updates
 
     def writer(self, rank: int, started_at: float | None = None) -> "WorkerStats":
         """The view a worker writes through; started_at: when its process was started (time.time(), by default
@@ -167,8 +172,9 @@ class WorkerStats:
         return bool(self._control[_STOP]) or self.global_steps() >= self._control[_BUDGET]
 
     def global_updates(self) -> int:
-        """Updates applied to the shared parameters by all workers so far (for policy lag)."""
-        return int(self._counters[:, UPDATES].sum())
+        """Updates applied to the shared parameters by all workers so far, those of other Ray nodes included (for
+        policy lag)."""
+        return int(self._counters[:, UPDATES].sum()) + int(self._control[_UPDATES_ELSEWHERE])
 
     def global_steps(self) -> int:
         """Env steps (or samples) taken by all workers so far (for schedules such as lr decay)."""

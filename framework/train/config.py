@@ -158,6 +158,9 @@ CORE_SCHEMA: dict[str, Any] = {
             "timeout_s": Field("float", 10.0, low=0.0, low_open=True, high=3600.0,
                                doc="how long an exchange (or a node's silence) may last before the node counts as "
                                    "lost"),
+            "learner_node": Field("str", None, nullable=True,
+                                  doc="where an actor-learner run's learners run: `null` the head node, or a node's "
+                                      "id or IP address (its actors run on the `nodes` nodes with a CPU)"),
         },
     },
     "logging": {

@@ -167,7 +167,7 @@ class Trainer:
             raise RunError(f"cannot build the model of this config: {one_line(exc)}") from None
         roles = self.algorithm.roles(cfg)
         processes = sum(role.count for role in roles)
-        if tcfg["backend"] != "local" and [role.name for role in roles] != ["worker"]:
+        if tcfg["backend"] != "local" and not all(role.central for role in roles[1:]):
             raise ConfigError(f"config key 'trainer.backend': got {tcfg['backend']!r}; allowed: local for algorithm "
                               f"{cfg['algorithm']['name']}, whose processes ({', '.join(map(str, roles))}) only the "
                               f"local backend starts")

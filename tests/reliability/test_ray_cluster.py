@@ -1,6 +1,6 @@
-"""The ray backend starting its own simulated cluster: configs/a3c_ray.yaml solves CartPole on 2 nodes, logs the
-exchange next to the run's metrics, stops on SIGTERM with a final checkpoint, and leaves nothing behind (no Ray
-process, no /dev/shm segment, no directory)."""
+"""The ray backend starting its own simulated cluster: configs/a3c_ray.yaml, impala_ray.yaml and appo_ray.yaml
+solve CartPole on 2 nodes, log the exchange next to the run's metrics, stop on SIGTERM with a final checkpoint, and
+leave nothing behind (no Ray process, no /dev/shm segment, no directory)."""
 import json
 import os
 import signal
@@ -57,6 +57,25 @@ def test_the_shipped_config_solves_cartpole_on_two_simulated_nodes_and_leaves_no
     assert max(scalars(run_dir, "ray/group0/env_steps_per_s")) > 0 < max(scalars(run_dir, "ray/group1/env_steps_per_s"))
 
 
+@pytest.mark.fault("R", "configs/impala_ray.yaml and appo_ray.yaml run to the end on their own simulated cluster of "
+                   "2 nodes", "CartPole solved with trajectories relayed from both nodes to the learner on the head "
+                   "(every one sent received once), the relay in TensorBoard; nothing left")
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["impala_ray.yaml", "appo_ray.yaml"])
+def test_the_shipped_actor_learner_configs_solve_cartpole_on_two_simulated_nodes(watch, logdir, nothing_left, name):
+    done = run_cli(watch, "--config", CONFIGS / name, "--logdir", logdir, "--set", "logging.progress=false",
+                   "--set", "trainer.max_seconds=150", timeout=220)
+    assert done.returncode == 0, done.stderr
+    run_dir = wait_for_run_dir(logdir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "target_return reached" and summary["node_failures"] == 0
+    assert summary["relay"]["sent"] == summary["relay"]["received"] > 0 and summary["policy_lag_mean"] > 0
+    for tag in ("ray/relay_ms", "ray/deliver_ms", "ray/relayed_per_s", "ray/group0/env_steps_per_s",
+                "ray/group1/env_steps_per_s", "perf/policy_lag"):
+        assert scalars(run_dir, tag), f"no {tag} in TensorBoard"
+    assert max(scalars(run_dir, "ray/group0/env_steps_per_s")) > 0 < max(scalars(run_dir, "ray/group1/env_steps_per_s"))
+
+
 def _niceness(pid: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, pid)
 
@@ -84,13 +103,16 @@ def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, 
 
 
 
-@pytest.mark.fault("R", "SIGKILL of `train` running its own simulated cluster: while Ray starts, and mid-run",
+@pytest.mark.fault("R", "SIGKILL of `train` running its own simulated cluster: while Ray starts, and mid-run (A3C's "
+                   "node groups; IMPALA's actors on the nodes and its learner on the head, their trajectory buffers "
+                   "in shared memory)",
                    "within 40 s no process of the run is left (Ray's agents included: they stayed 60-90 s), nor "
                    "its /tmp/hogshare-ray-* directory (it stayed for good), nor a /dev/shm segment")
-@pytest.mark.parametrize("when", ["starting", "running"])
-def test_sigkill_of_train_leaves_nothing_of_its_cluster(watch, logdir, nothing_left, when):
+@pytest.mark.parametrize("config, when", [("a3c_ray.yaml", "starting"), ("a3c_ray.yaml", "running"),
+                                          ("impala_ray.yaml", "running")])
+def test_sigkill_of_train_leaves_nothing_of_its_cluster(watch, logdir, nothing_left, config, when):
     dirs_before = _ray_dirs()
-    run = Train(watch, "--config", CONFIGS / "a3c_ray.yaml", "--logdir", logdir, "--set", "logging.progress=false",
+    run = Train(watch, "--config", CONFIGS / config, "--logdir", logdir, "--set", "logging.progress=false",
                 "--set", "trainer.target_return=null", "--set", "trainer.total_steps=1000000000",
                 "--set", "trainer.checkpoint_every_s=0.5")
     if when == "starting":  # its directory made, Ray's first processes started

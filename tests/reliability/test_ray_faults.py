@@ -1,6 +1,8 @@
 """Faults of the ray backend on a simulated cluster that this module starts once (3 nodes of 1 CPU) and runs
 join: a node lost mid-run (the run goes on, or restarts its group), a stalled node group, the parameter server
-lost, stop signals; and checkpoints that resume across backends."""
+lost, stop signals; checkpoints that resume across backends; and IMPALA's actors on the nodes relaying their
+trajectories to its learner on the head: nothing lost or duplicated, the policy lag counted across nodes, a node
+killed or hung, a resume."""
 import contextlib
 import json
 import os
@@ -200,23 +202,38 @@ def test_a_hung_node_group_is_fenced_and_counts_nowhere(watch, tmp_path, logdir,
     config = ray_config(full_cluster.address, trainer={"total_steps": HUNG_RUN_STEPS},
                         env={"id": "fault_envs:SlowStepCartPole-v0", "kwargs": {"step_s": 0.001}})
     run, run_dir = _start(watch, tmp_path, logdir, config)
-    node, (actor, processes) = next(iter(_running_groups(full_cluster, 2).items()))
+    _hang_a_node_until_the_run_ends(full_cluster, run, run_dir, HUNG_RUN_STEPS,
+                                    r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$")
+
+
+def _hang_a_node_until_the_run_ends(cluster, run: Train, run_dir: Path, total_steps: int, lost: str) -> None:
+    """SIGSTOP the raylet of a node running one of 2 groups, kept until the run ends: the group is reported lost
+    once (the line `lost`), its workers stop while the raylet is still stopped, and the run reaches total_steps
+    with the counts of its checkpoint."""
+    node, (actor, processes) = next(iter(_running_groups(cluster, 2).items()))
     workers = [pid for pid in processes if "resource_tracker" not in cmdline(pid)]  # the tracker ends with the actor
     raylet = _raylet(node)
     os.kill(raylet, signal.SIGSTOP)
     try:
-        run.wait_for(r"^node group \d \(workers \d-\d\) was lost: .*; 1 of 2 groups go on$", timeout=60)
+        run.wait_for(lost, timeout=60)
         assert still_alive(workers, 20) == [], "the lost group's workers trained on"
         assert run.proc.poll() is None, "the run ended with the lost group's workers (its budget used up)"
         assert run.finish() == 0, run.stderr
     finally:
         os.kill(raylet, signal.SIGCONT)
-        full_cluster.remove_node(node, allow_graceful=False)
+        cluster.remove_node(node, allow_graceful=False)
     summary = _summary(run_dir)
     assert summary["stop_reason"] == "total_steps reached", run.stderr
-    assert summary["env_steps"] >= HUNG_RUN_STEPS and summary["node_failures"] == 1
+    assert summary["env_steps"] >= total_steps and summary["node_failures"] == 1
     assert summary["env_steps"] == _steps(run_dir)
     assert len([line for line in run.stderr.splitlines() if "was lost" in line]) == 1
+
+
+def _kill_the_actor_on_the_head(cluster, kind: str) -> None:
+    """SIGKILL the one process on the head node whose command line starts with kind (`ray::ParameterServer`)."""
+    head = cluster.head_node.all_processes["raylet"][0].process.pid
+    [actor] = [pid for pid in children(head) if cmdline(pid).startswith(kind)]
+    os.kill(actor, signal.SIGKILL)
 
 
 @pytest.mark.fault("R", "SIGKILL of the parameter server's actor mid-run",
@@ -224,9 +241,7 @@ def test_a_hung_node_group_is_fenced_and_counts_nowhere(watch, tmp_path, logdir,
                    "with the local backend continues")
 def test_a_lost_parameter_server_stops_the_run_and_it_resumes(watch, tmp_path, logdir, full_cluster):
     run, run_dir = _start(watch, tmp_path, logdir, ray_config(full_cluster.address))
-    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
-    [server] = [pid for pid in children(head) if cmdline(pid).startswith("ray::ParameterServer")]
-    os.kill(server, signal.SIGKILL)
+    _kill_the_actor_on_the_head(full_cluster, "ray::ParameterServer")
     assert run.finish() == 1, run.stderr
     assert "stopping the run: the parameter server was lost" in run.stderr
     summary = _summary(run_dir)
@@ -330,3 +345,126 @@ def test_losing_the_only_node_group_stops_the_run_as_failed(watch, tmp_path, log
     summary = _summary(run_dir)
     assert summary["node_failures"] == 1 and summary["stop_reason"] == "worker failure"
     assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"] == summary["env_steps"]
+
+
+# -- an actor-learner run: actors on the nodes, the learner on the head ------------------------------------------
+AL_STEPS = 10 * 4
+"""Env steps of one trajectory of `impala_config` (n_steps x envs_per_worker)."""
+
+
+def impala_config(address: str, **trainer) -> dict:
+    """IMPALA with one actor on each of 2 nodes and its learner on the head node (which has no CPU), relaying
+    batches of 2 trajectories; the module's exchange settings."""
+    config = ray_config(address, trainer={"workers": 2, **trainer, "ray": {
+        "address": address, "nodes": 2, "workers_per_node": 1, "timeout_s": 3}})
+    config["algorithm"] = {"name": "impala", "n_steps": 10, "learners": 1, "batch_trajectories": 2,
+                           "slots_per_actor": 2}
+    return config
+
+
+def _relay_accounts_for_every_trajectory(summary: dict, nodes: int = 2, slots_per_actor: int = 2,
+                                        batch: int = 2) -> None:
+    """Every trajectory the learners received was sent once, and every one the actors (one a node) made was
+    received, dropped by its actor (counted), still in its node (its slots), or in the last batch of its node,
+    which the learners' group, stopping, no longer took."""
+    relay, dropped = summary["relay"], summary["counts"]["trajectories_dropped"]
+    assert relay["sent"] == relay["received"] > 0 and relay["batches"] > 0 and relay["store_ms_per_batch"] > 0, relay
+    made = summary["env_steps"] // AL_STEPS
+    assert relay["received"] <= made <= relay["received"] + dropped + nodes * (slots_per_actor + batch), (
+        made, relay, dropped)
+
+
+@pytest.mark.fault("R", "none: IMPALA with an actor on each of 2 nodes and its learner on the head, run to its "
+                   "step budget, then `--resume`d on the cluster with a larger one",
+                   "every trajectory relayed once (sent = received, the env steps accounted for), the policy lag "
+                   "counted across nodes (a few updates, not the run's update count); the resumed run continues "
+                   "its counts, its lag still counted from the run's updates; resumed again with the local "
+                   "backend, it continues there")
+def test_impala_relays_every_trajectory_once_counts_the_policy_lag_and_resumes(watch, tmp_path, logdir,
+                                                                              full_cluster):
+    config = write_config(tmp_path / "c.yaml", impala_config(full_cluster.address, total_steps=40_000))
+    done = run_cli(watch, "--config", config, "--logdir", logdir)
+    assert done.returncode == 0, done.stderr
+    run_dir = wait_for_run_dir(logdir)
+    first = _summary(run_dir)
+    assert first["stop_reason"] == "total_steps reached" and first["node_failures"] == 0
+    _relay_accounts_for_every_trajectory(first)
+    assert first["updates"] > 20 and 0 < first["policy_lag_mean"] < first["updates"] / 3, first
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.total_steps=80000")
+    assert done.returncode == 0, done.stderr
+    resumed = _summary(run_dir)
+    assert resumed["env_steps"] >= 80_000 and resumed["updates"] > first["updates"] + 20
+    assert resumed["episodes"] > first["episodes"] and resumed["relay"]["sent"] == resumed["relay"]["received"] > 0
+    assert 0 < resumed["policy_lag_mean"] < first["updates"] / 3, (first, resumed)
+    assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["generations"] == [2, 2, 2]
+    done = run_cli(watch, "--resume", run_dir, "--set", "trainer.total_steps=100000", "--set", "trainer.backend=local")
+    assert done.returncode == 0, done.stderr  # and on one machine
+    local = _summary(run_dir)
+    assert local["env_steps"] >= 100_000 and local["updates"] > resumed["updates"] and "relay" not in local
+
+
+@pytest.mark.fault("R", "the raylet and processes of a node running IMPALA actors killed mid-run",
+                   "one line naming the actors' group; the other node's actor feeds the learner on (the run's "
+                   "updates grow); SIGTERM ends it with exit 0 and `node_failures: 1`")
+def test_impala_goes_on_with_the_actors_left_when_a_node_is_killed(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, impala_config(full_cluster.address))
+    node = next(iter(_running_groups(full_cluster, 2)))
+    full_cluster.remove_node(node, allow_graceful=False)
+    run.wait_for(r"^node group \d \(actors \d-\d\) was lost: .*; 2 of 3 groups go on$")
+    before = load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]
+    assert wait_until(lambda: _steps(run_dir) > before["env_steps"] + 5 * AL_STEPS * 2, 30), run.stderr
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    summary = _summary(run_dir)
+    assert summary["node_failures"] == 1 and summary["failure"] is None and summary["updates"] > 0
+    assert summary["relay"]["received"] > 0
+
+
+@pytest.mark.fault("R", "SIGSTOP of the raylet of a node running IMPALA actors, kept until the run ends; "
+                   f"`trainer.total_steps` {HUNG_RUN_STEPS:,} with env steps of at least 1 ms",
+                   "the group is reported lost once and fenced at the server and at the learners' group: its "
+                   "actor process runs on where Ray cannot reach it, yet its worker stops while the raylet is "
+                   "still stopped; the run ends with `total_steps reached`, exit 0, `node_failures: 1`")
+def test_a_hung_impala_node_is_fenced_and_its_later_trajectories_count_nowhere(watch, tmp_path, logdir,
+                                                                             full_cluster):
+    config = impala_config(full_cluster.address, total_steps=HUNG_RUN_STEPS // 2)
+    config["env"] = {**config["env"], "id": "fault_envs:SlowStepCartPole-v0", "kwargs": {"step_s": 0.001}}
+    run, run_dir = _start(watch, tmp_path, logdir, config)
+    _hang_a_node_until_the_run_ends(full_cluster, run, run_dir, HUNG_RUN_STEPS // 2,
+                                    r"^node group \d \(actors \d-\d\) was lost: .*; 2 of 3 groups go on$")
+
+
+@pytest.mark.fault("R", "SIGKILL of the actor of IMPALA's learners' group (on the head) mid-run",
+                   "exit 1 with one line naming the learners' group; the checkpoint holds the summary's counts; no "
+                   "node group left")
+def test_losing_the_learners_group_stops_the_run_with_its_checkpoint(watch, tmp_path, logdir, full_cluster):
+    run, run_dir = _start(watch, tmp_path, logdir, impala_config(full_cluster.address))
+    _kill_the_actor_on_the_head(full_cluster, "ray::NodeGroup")  # the learners' group
+    assert run.finish() == 1, run.stderr
+    run.wait_for(r"^stopping the run: node group 2 \(learners 0-0\), the central one, was lost: .*; the last "
+                 r"checkpoint is kept, and train --resume continues from it$")
+    summary = _summary(run_dir)
+    assert summary["stop_reason"] == "backend failure" and summary["node_failures"] == 1
+    assert load_checkpoint(run_dir / "checkpoints" / "checkpoint.npz")["run"]["env_steps"] == summary["env_steps"] > 0
+    assert wait_until(lambda: not _groups(full_cluster), 15), "node groups outlived the run"
+
+
+@pytest.mark.fault("10", "`trainer.ray.learner_node` naming a node the cluster does not have; then a node it has",
+                   "exit 2, one line naming the key and what is allowed, no run directory; with a node's id the "
+                   "learners' group runs on that node beside the actors' groups")
+def test_the_learners_run_on_the_node_learner_node_names(watch, tmp_path, logdir, full_cluster):
+    config = impala_config(full_cluster.address)
+    config["trainer"]["ray"]["learner_node"] = "10.255.255.1"
+    done = run_cli(watch, "--config", write_config(tmp_path / "c.yaml", config), "--logdir", logdir)
+    assert done.returncode == 2 and list(logdir.iterdir()) == []
+    assert done.stderr == ("train: error: config key 'trainer.ray.learner_node': got '10.255.255.1'; allowed: null "
+                           "(the head node), or the id or IP address of a live node of the Ray cluster\n")
+    chosen = max(full_cluster.worker_nodes, key=lambda node: node.node_id)  # the actors take the first two ids
+    config["trainer"]["ray"]["learner_node"] = chosen.node_id
+    run, _ = _start(watch, tmp_path, logdir, config)
+    groups = _running_groups(full_cluster, 3)  # the actors' two and, on the chosen node, the learners'
+    head = full_cluster.head_node.all_processes["raylet"][0].process.pid
+    assert not [pid for pid in children(head) if cmdline(pid).startswith("ray::NodeGroup")]
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.stderr
+    assert still_alive([pid for actor, workers in groups.values() for pid in (actor, *workers)], 15) == []

@@ -57,6 +57,55 @@ def test_a_recurrent_state_travels_with_its_rollout():
         np.testing.assert_array_equal(array, np.concatenate([state, state + 100]))
 
 
+def _fill(buffer: TrajectoryBuffer, actor: int, version: int) -> int:
+    """One rollout of actor whose every value is `version`; its slot."""
+    slot = buffer.acquire(actor, 1.0, _never)[0]
+    views = buffer.slot_views(slot)
+    for name in ("obs", "actions", "rewards", "dones", "log_probs"):
+        getattr(views, name)[...] = version
+    for view in views.state0:
+        view[...] = version
+    buffer.publish(slot, version)
+    return slot
+
+
+def test_a_nodes_rollouts_reach_their_actors_slots_in_the_learners_buffer_whole_and_once():
+    """A Ray node's buffer holds its own actors' slots (actors 2 and 3 of 4); its rollouts travel whole, with their
+    actors and versions, into those actors' slots of the learners' buffer, where a learner takes them as local
+    ones."""
+    node = TrajectoryBuffer(2, 2, STEPS, ENVS, (4, 6, 6), np.uint8, (), np.int64, state_shapes=((8,),),
+                            first_actor=2)
+    learners = TrajectoryBuffer(4, 2, STEPS, ENVS, (4, 6, 6), np.uint8, (), np.int64, state_shapes=((8,),))
+    assert node.own_slots(3) == range(2, 4) and node.status.size == 4
+    for actor, version in ((3, 7), (2, 8), (3, 9)):
+        _fill(node, actor, version)
+    slots, _ = node.take(0, 3, 1.0, _never)
+    rollouts = node.rollouts(slots)
+    node.release(slots)
+    assert rollouts["actor"].tolist() == [3, 2, 3] and rollouts["version"].tolist() == [7, 8, 9]
+    assert rollouts["obs"].shape == (STEPS + 1, 3, ENVS, 4, 6, 6) and rollouts["state0"][0].shape == (3, ENVS, 8)
+    assert node.status.tolist() == [FREE] * 4
+    assert learners.store(rollouts, 1.0, _never) == (3, 0)
+    assert learners.status.tolist() == [FREE] * 4 + [FULL] + [FREE] + [FULL] * 2  # actor 2's slot 4, actor 3's 6, 7
+    batch = learners.batch(learners.take(0, 3, 1.0, _never)[0])
+    assert batch["version"].tolist() == [7, 8, 9]  # the order they arrived in
+    for i, version in enumerate((7, 8, 9)):
+        np.testing.assert_array_equal(batch["obs"][:, i * ENVS:(i + 1) * ENVS], version)
+        np.testing.assert_array_equal(batch["state0"][0][i * ENVS:(i + 1) * ENVS], version)
+
+
+def test_a_delivery_into_full_slots_drops_the_oldest_after_its_bound_and_none_once_stopping():
+    learners = _buffer(actors=1, slots_per_actor=1)
+    source = _buffer(actors=1, slots_per_actor=2)
+    _fill(source, 0, 1), _fill(source, 0, 2)
+    rollouts = source.rollouts(np.array([0, 1]))
+    started = time.monotonic()
+    assert learners.store(rollouts, 0.2, _never) == (2, 1)  # the second overwrote the first, unread
+    assert 0.2 <= time.monotonic() - started < 5 and learners.version.tolist() == [2]
+    learners.take(0, 1, 1.0, _never)  # a learner holds the one slot
+    assert learners.store(rollouts, 0.0, lambda: True) == (0, 0)
+
+
 def test_an_actor_waits_at_most_its_bound_then_drops_its_oldest_unread_rollout():
     buffer = _buffer(slots_per_actor=2)
     first, _, _ = buffer.acquire(0, 1.0, _never)

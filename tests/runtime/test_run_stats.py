@@ -148,3 +148,14 @@ def test_counts_are_running_totals_over_workers_beside_the_metrics():
     assert after.metric_means(before, stats.metrics) == {"loss": 4.0}  # counts do not enter the means
     with pytest.raises(KeyError):
         w0.add_count("loss", 1.0)  # a metric is not a count
+
+
+def test_updates_elsewhere_count_in_the_policy_lag_as_the_workers_own():
+    """A Ray node's workers read parameters that hold other nodes' updates too: global_updates counts them."""
+    stats = RunStats(1, ("loss",))
+    worker = stats.writer(0)
+    worker.add_update({"loss": 1.0}, lag=0)
+    stats.set_updates_elsewhere(40)
+    assert worker.global_updates() == 41 and stats.snapshot().total(UPDATES) == 1
+    stats.set_updates_elsewhere(45)
+    assert worker.global_updates() == 46

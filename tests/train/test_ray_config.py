@@ -6,9 +6,10 @@ from run_configs import cartpole_config
 from train_cli import CONFIGS, cli_env, train
 
 
-def test_the_defaults_start_two_simulated_nodes_of_two_workers():
+def test_the_defaults_start_two_simulated_nodes_of_two_workers_with_learners_at_the_head():
     assert validate({})["trainer"]["ray"] == {"address": None, "nodes": 2, "workers_per_node": 2,
-                                              "sync_every_s": 0.05, "timeout_s": 10.0}
+                                              "sync_every_s": 0.05, "timeout_s": 10.0, "learner_node": None}
+    assert validate({"trainer": {"ray": {"learner_node": "10.0.0.7"}}})["trainer"]["ray"]["learner_node"] == "10.0.0.7"
     config = validate({"trainer": {"backend": "ray", "workers": 6, "ray": {"nodes": 3, "address": "auto"}}})
     assert config["trainer"]["ray"]["nodes"] == 3 and config["trainer"]["backend"] == "ray"
     for address in ("auto", "10.0.0.5:6379", "ray://head.example:10001", "[::1]:6379"):
@@ -35,8 +36,9 @@ def test_bad_ray_settings_name_key_value_and_allowed(trainer, message):
     assert str(err.value).startswith(message), str(err.value)
 
 
-def test_the_shipped_ray_config_is_valid():
-    trainer = load_config(CONFIGS / "a3c_ray.yaml")["trainer"]
+@pytest.mark.parametrize("name", ["a3c_ray.yaml", "impala_ray.yaml", "appo_ray.yaml"])
+def test_the_shipped_ray_configs_are_valid(name):
+    trainer = load_config(CONFIGS / name)["trainer"]
     assert trainer["backend"] == "ray" and trainer["ray"]["address"] is None and trainer["ray"]["nodes"] == 2
     assert trainer["workers"] == trainer["ray"]["nodes"] * trainer["ray"]["workers_per_node"]
 

@@ -160,7 +160,8 @@ class LocalBackend(Backend):
         if config["trainer"]["start_method"] == "forkserver":
             lifecycle.watch_forkserver_directory()
         self._context = sharing.get_context(config["trainer"]["start_method"])
-        self._shared = launch.algorithm.build_shared(config, self._context, self.ranks)
+        self.shared = launch.algorithm.build_shared(config, self._context, self.ranks)
+        """What the plugin made for these ranks' processes (`Algorithm.build_shared`), their ctx.shared."""
         self._errors: dict[int, Any] = {}  # rank -> the reading end of its worker's traceback pipe
         self._procs: dict[int, Any] = {}
         self._restore_env = set_environment(dict.fromkeys(BLAS_THREAD_VARS, "1"))  # for spawn/forkserver children
@@ -175,7 +176,7 @@ class LocalBackend(Backend):
         proc = self._context.Process(
             target=_worker_main, name=f"{launch.config['experiment']}-{role.name}-{index}", daemon=True,
             args=(rank, row, seed, launch.config, launch.model, launch.optimizer, launch.stats, writer,
-                  self._shared, launch.state, role, index, time.time()))
+                  self.shared, launch.state, role, index, time.time()))
         try:
             with lifecycle.signals_blocked(WORKER_IGNORED), main_module_reachable():
                 proc.start()

@@ -32,6 +32,14 @@ stops its workers at its next exchange. The run's counts are the reports the
 server accepted, the same ones its step budget sums.
 A parameter server that dies or does not answer within `timeout_s` stops
 the run (BackendError): the last checkpoint stays as it was written.
+
+An actor-learner run (IMPALA, APPO: a plugin with a central role) spreads its
+actors over the nodes in feeding groups, as A3C's workers, and runs its
+learners in one more group, the central one, at `trainer.ray.learner_node`
+(the head by default), which the feeding groups send their trajectories to in
+batches (see `ray_node`). A lost feeding group is fenced at the central group
+too, so its later batches count nowhere; the central group lost stops the run
+as the parameter server's loss does.
 """
 from __future__ import annotations
 
@@ -43,9 +51,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from framework.train.backends.base import Backend, BackendError, Launch, WorkerExit, set_environment
-from framework.train.backends.ray_node import NodeGroup, buffers_of, load_buffers
+from framework.train.backends.ray_node import RELAY_COUNTS, NodeGroup, buffers_of, load_buffers
 from framework.train.backends.ray_server import ParameterServer
-from framework.runtime.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS
+from framework.runtime.run_stats import EPISODES, SEQ, SKIP_STREAK, STEPS, UPDATES
 from framework.train.startup import RunError
 from framework.train.stop_signals import STOP_SIGNALS
 from sharing import watcher
@@ -90,6 +98,10 @@ class Group:
 
     index: int
     ranks: range
+    processes: str
+    """How messages name its processes: 'workers 2-3', 'learners 0-0'."""
+    central: bool = False
+    """It runs the central roles (the learners), fed by the other groups."""
     incarnation: int = -1
     actor: Any = None
     serving: Any = None
@@ -104,7 +116,7 @@ class Group:
 
     def describe(self) -> str:
         """How messages name the group."""
-        return f"node group {self.index} (workers {self.ranks.start}-{self.ranks.stop - 1})"
+        return f"node group {self.index} ({self.processes})"
 
 
 class RayBackend(Backend):
@@ -122,24 +134,55 @@ class RayBackend(Backend):
         self._server: Any = None
         self._stopped = False
         self._restore_env: list[Callable[[], None]] = []
-        per_node = self.settings["workers_per_node"]
-        self.groups = [Group(i, range(i * per_node, (i + 1) * per_node)) for i in range(self.settings["nodes"])]
+        self.groups = self._plan()
         self._incarnations: dict[int, Group] = {}
         self._base_counters = launch.stats.counters.copy()
         self._base_sums = launch.stats.metric_sums.copy()
         """The run's statistics before the current start of each group, which counts from zero."""
         self._exits: list[WorkerExit] = []
         self._records: dict[int, dict[str, Any]] = {}
-        self._state_source: int | None = None
-        """The start of a group whose optimizer state and buffers the run holds."""
+        self._sources: dict[str, int] = {}
+        """The start of the group whose optimizer state, and of the one whose buffers, the run holds."""
         self._last_pull = self._params_pulled = 0.0
         self._logged: tuple[float, dict[int, dict[str, Any]]] = (time.monotonic(), {})
         try:
             self._connect()
             self._nodes()
+            self._learner_node = self._find_learner_node() if self.central is not None else ""
         except BaseException:
             self._shut_down()
             raise
+
+    def _plan(self) -> list[Group]:
+        """The node groups: trainer.ray.workers_per_node processes of the first role on each node, and a central
+        group of the central roles' processes (an actor-learner run's learners) when the plugin has some."""
+        launch, per_node = self.launch, self.settings["workers_per_node"]
+
+        def group(index: int, ranks: range, central: bool = False) -> Group:
+            (role, first), (_, last) = launch.role_of(ranks.start), launch.role_of(ranks.stop - 1)
+            return Group(index, ranks, f"{role.name}s {first}-{last}", central)
+
+        nodes = self.settings["nodes"]
+        groups = [group(i, range(i * per_node, (i + 1) * per_node)) for i in range(nodes)]
+        central = sum(role.count for role in launch.roles if role.central)
+        if central:
+            groups.append(group(nodes, range(nodes * per_node, nodes * per_node + central), central=True))
+        return groups
+
+    @property
+    def central(self) -> Group | None:
+        """The central group (the learners'), or None for a run without central roles (A3C, Hogwild)."""
+        return next((g for g in self.groups if g.central), None)
+
+    def _find_learner_node(self) -> str:
+        """The id of the live node trainer.ray.learner_node names (null: the head); RunError when there is none."""
+        wanted = self.settings["learner_node"]
+        for node in self.ray.nodes():
+            if node["Alive"] and (node["NodeID"] == wanted or node["NodeManagerAddress"] == wanted
+                                  or (wanted is None and HEAD in node["Resources"])):
+                return node["NodeID"]
+        raise RunError(f"config key 'trainer.ray.learner_node': got {wanted!r}; allowed: null (the head node), or "
+                       f"the id or IP address of a live node of the Ray cluster")
 
     # -- the cluster ------------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -205,15 +248,17 @@ class RayBackend(Backend):
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
 
         ray = self.ray
-        steps = int(self.launch.stats.counters[:, STEPS].sum())
+        counters = self.launch.stats.counters
         self._server = ray.remote(ParameterServer).options(num_cpus=0, resources={HEAD: 0.001}).remote(
-            self.params.copy(), steps)
+            self.params.copy(), int(counters[:, STEPS].sum()), int(counters[:, UPDATES].sum()))
         try:  # its start (a process, imports) is not an exchange: trainer.ray.timeout_s counts from its first answer
             ray.get(self._server.state.remote(False), timeout=START_TIMEOUT_S)
         except ray.exceptions.RayError as exc:
             raise OSError(f"the parameter server did not start within {START_TIMEOUT_S:g} s "
                           f"({type(exc).__name__})") from None
-        for group, node in zip(self.groups, self._nodes()):
+        if self.central is not None:  # first: the groups feeding it get its actor
+            self._start_group(self.central, self._learner_node)
+        for group, node in zip([g for g in self.groups if not g.central], self._nodes()):
             if cancelled():
                 return
             self._start_group(group, node)
@@ -227,10 +272,13 @@ class RayBackend(Backend):
             launch.generations[rank] += 1  # as the group's local backend does for its own copy
         group.incarnation = len(self._incarnations)
         self._incarnations[group.incarnation] = group
-        group.actor = ray.remote(NodeGroup).options(
-            num_cpus=0, max_concurrency=4, scheduling_strategy=strategy, max_restarts=0).remote(
+        central = self.central
+        feeds = central is not None and not group.central
+        group.actor = ray.remote(NodeGroup).options(  # the central group takes each feeding group's calls at once
+            num_cpus=0, max_concurrency=4 + self.settings["nodes"], scheduling_strategy=strategy,
+            max_restarts=0).remote(
             launch.config, group.incarnation, group.ranks, generations, self.params.copy(), buffers_of(launch.model),
-            launch.optimizer.state_dict(), self._server)
+            launch.optimizer.state_dict(), self._server, central.actor if feeds else None)
         group.serving = group.actor.serve.remote()
         group.node, group.lost, group.running = node, False, set(group.ranks)
 
@@ -248,12 +296,12 @@ class RayBackend(Backend):
         group.running.add(rank)
 
     def _group_of(self, rank: int) -> Group:
-        return self.groups[rank // self.settings["workers_per_node"]]
+        return next(g for g in self.groups if rank in g.ranks)
 
     def _least_used_node(self) -> str:
         used = {node: 0 for node in self._nodes_alive()}
         for g in self.groups:
-            if not g.lost and g.actor is not None and g.node in used:
+            if not g.lost and not g.central and g.actor is not None and g.node in used:
                 used[g.node] += 1
         if not used:
             raise BackendError("no Ray node with a CPU is left to start the lost workers on")
@@ -273,7 +321,7 @@ class RayBackend(Backend):
         ended, _ = ray.wait(list(serving), num_returns=len(serving), timeout=0) if serving else ([], [])
         if ended or time.monotonic() - self._last_pull >= self.settings["sync_every_s"]:
             self._pull()  # first: a group that ended reported its last exits before it returned
-        for ref in ended:
+        for ref in sorted(ended, key=lambda ref: not serving[ref].central):  # the central group's loss ends the run
             group = serving[ref]
             if group.serving is not ref:
                 continue  # lost meanwhile
@@ -297,6 +345,15 @@ class RayBackend(Backend):
         self._take(group.incarnation, self._ask(self._server.fence.remote(group.incarnation)))
         group.lost, group.serving, group.running = True, None, set()
         self.node_failures += 1
+        central = self.central
+        if group is central:
+            raise BackendError(f"{group.describe()}, the central one, was lost: {why}; the last checkpoint is kept, "
+                               f"and train --resume continues from it")
+        if central is not None and not central.lost:  # its batches sent from now on count nowhere either
+            try:
+                self.ray.get(central.actor.fence.remote(group.incarnation), timeout=self.settings["timeout_s"])
+            except self.ray.exceptions.RayError:
+                pass  # the central group is gone too: its own loss ends the run
         left = sum(1 for g in self.groups if not g.lost)
         self._exits.append(WorkerExit(group.ranks.start, False,
                                       f"{group.describe()} was lost: {why}; {left} of {len(self.groups)} groups go on",
@@ -327,20 +384,26 @@ class RayBackend(Backend):
     def _take(self, incarnation: int, report: dict[str, Any]) -> Group:
         """A report of one start of a group, as the server accepted it, into the run's statistics; the group."""
         self._records[incarnation] = report
-        if report["optimizer"] is not None:
+        if report["buffers"] is not None:
             self._take_state(incarnation, report)
         group = self._incarnations[incarnation]
         self._apply(group, report)
         return group
 
     def _take_state(self, incarnation: int, report: dict[str, Any]) -> None:
-        """A group's optimizer state and buffers into the run's, unless a group with more env steps sent the ones
-        the run holds (a group that barely ran has barely moved its normalisation statistics)."""
-        source = self._state_source
-        if source is None or source == incarnation or self._steps(incarnation) >= self._steps(source):
+        """A group's optimizer state and buffers into the run's, each unless a group with more env steps sent the
+        one the run holds (a group that barely ran has barely moved its normalisation statistics). A group feeding
+        a central one sends no optimizer state: its workers step none."""
+        if report["optimizer"] is not None and self._leads(incarnation, "optimizer"):
             self.launch.optimizer.load_state_dict(report["optimizer"])
+            self._sources["optimizer"] = incarnation
+        if self._leads(incarnation, "buffers"):
             load_buffers(self.launch.model, report["buffers"])
-            self._state_source = incarnation
+            self._sources["buffers"] = incarnation
+
+    def _leads(self, incarnation: int, part: str) -> bool:
+        source = self._sources.get(part)
+        return source is None or source == incarnation or self._steps(incarnation) >= self._steps(source)
 
     def _steps(self, incarnation: int) -> int:
         counters = self._records[incarnation]["counters"]
@@ -389,7 +452,8 @@ class RayBackend(Backend):
     # -- what the monitor logs --------------------------------------------------------------------------
     def _totals(self) -> dict[int, dict[str, float]]:
         return {inc: {"exchanges": r["exchanges"], "staleness": r["staleness"], "exchange_s": r["exchange_s"],
-                      "steps": self._steps(inc)} for inc, r in self._records.items()}
+                      "steps": self._steps(inc), **dict.fromkeys(RELAY_COUNTS, 0.0), **r["relay"]}
+                for inc, r in self._records.items()}
 
     def metrics(self) -> dict[str, float]:
         """Staleness, exchange time and rate since the last call, env steps/s of each group, groups running."""
@@ -397,7 +461,7 @@ class RayBackend(Backend):
         then, before = self._logged
         self._logged = (now, totals)
         seconds = max(now - then, 1e-9)
-        zero = dict.fromkeys(("exchanges", "staleness", "exchange_s", "steps"), 0)
+        zero = dict.fromkeys(("exchanges", "staleness", "exchange_s", "steps", *RELAY_COUNTS), 0)
         change = {inc: {k: v - before.get(inc, zero)[k] for k, v in t.items()} for inc, t in totals.items()}
         exchanges = sum(c["exchanges"] for c in change.values())
         values = {"ray/exchanges_per_s": exchanges / seconds,
@@ -406,17 +470,37 @@ class RayBackend(Backend):
             values["ray/staleness"] = sum(c["staleness"] for c in change.values()) / exchanges
             values["ray/exchange_ms"] = 1000 * sum(c["exchange_s"] for c in change.values()) / exchanges
         for group in self.groups:
-            values[f"ray/group{group.index}/env_steps_per_s"] = change.get(group.incarnation, zero)["steps"] / seconds
+            if not group.central:
+                steps = change.get(group.incarnation, zero)["steps"]
+                values[f"ray/group{group.index}/env_steps_per_s"] = steps / seconds
+        if self.central is not None:
+            batches = sum(c["batches"] for c in change.values())
+            values["ray/relayed_per_s"] = sum(c["received"] for c in change.values()) / seconds
+            values["ray/relay_batches_per_s"] = batches / seconds
+            if batches:
+                values["ray/relay_ms"] = 1000 * sum(c["relay_s"] for c in change.values()) / batches
+            deliveries = sum(c["deliveries"] for c in change.values())
+            if deliveries:
+                values["ray/deliver_ms"] = 1000 * sum(c["deliver_s"] for c in change.values()) / deliveries
         return values
 
     def summary(self) -> dict[str, Any]:
         """node_failures, and the exchanges' count, mean staleness and mean time over the whole run."""
         totals = self._totals().values()
         exchanges = sum(t["exchanges"] for t in totals)
-        return {"node_failures": self.node_failures, "exchanges": exchanges,
-                "staleness_mean": sum(t["staleness"] for t in totals) / exchanges if exchanges else None,
-                "exchange_ms_mean": (round(1000 * sum(t["exchange_s"] for t in totals) / exchanges, 3)
-                                     if exchanges else None)}
+        entries = {"node_failures": self.node_failures, "exchanges": exchanges,
+                   "staleness_mean": sum(t["staleness"] for t in totals) / exchanges if exchanges else None,
+                   "exchange_ms_mean": (round(1000 * sum(t["exchange_s"] for t in totals) / exchanges, 3)
+                                        if exchanges else None)}
+        if self.central is not None:
+            relay = {name: sum(t[name] for t in totals) for name in RELAY_COUNTS}
+            entries["relay"] = {"sent": int(relay["sent"]), "received": int(relay["received"]),
+                                "dropped": int(relay["dropped"]), "batches": int(relay["batches"]),
+                                "ms_per_batch": (round(1000 * relay["relay_s"] / relay["batches"], 3)
+                                                 if relay["batches"] else None),
+                                "store_ms_per_batch": (round(1000 * relay["deliver_s"] / relay["deliveries"], 3)
+                                                       if relay["deliveries"] else None)}
+        return entries
 
 
 BACKEND = RayBackend

@@ -22,6 +22,13 @@ keeps for itself), so the driver learns everything with one call (`state`).
 Its cost per exchange: one add and one copy of the parameters, plus the
 transfer both ways (about 3.5 ms for 400 KB on one machine).
 
+The reply also says how many updates the global parameters hold (the
+accepted reports' updates, and a resumed run's before them): a group counts
+the others' as its workers' `updates elsewhere` (RunStats), so that an
+actor-learner run's actors, which take the learners' parameters from the
+server, tag their trajectories with the learners' update count, and the policy
+lag is counted across nodes as on one machine.
+
 Note [fencing]. The reports the server accepted are the run's one source of
 counts: the step budget it hands the groups sums them, and the driver's
 statistics are their copy. A group the driver declares lost is fenced
@@ -40,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.runtime.run_stats import STEPS
+from framework.runtime.run_stats import STEPS, UPDATES
 
 
 @dataclass
@@ -58,6 +65,8 @@ class GroupRecord:
     """The sum over this group's pushes of the other groups' pushes since its pull."""
     exchange_s: float = 0.0
     """Seconds this group spent in exchanges, as it measured them (round trips)."""
+    relay: dict[str, float] = field(default_factory=dict)
+    """What the group relayed to a central group, or took from feeding ones (ray_node.RELAY_COUNTS)."""
     optimizer: dict[str, Any] | None = None
     buffers: dict[str, np.ndarray] | None = None
     """The group's optimizer state and buffers, not yet taken by the driver."""
@@ -67,18 +76,19 @@ class GroupRecord:
 class ParameterServer:
     """The global parameters (one flat float array), their version, and the groups' reports."""
 
-    def __init__(self, params: np.ndarray, steps_before: int):
+    def __init__(self, params: np.ndarray, steps_before: int, updates_before: int = 0):
         self.params = np.array(params, copy=True)
         self.version = 0
-        self.steps_before = steps_before
-        """Env steps of the run before these groups (a resumed run's, or those of groups that were replaced)."""
+        self.steps_before, self.updates_before = steps_before, updates_before
+        """Env steps and updates of the run before these groups (a resumed run's, or those of groups that were
+        replaced)."""
         self.groups: dict[int, GroupRecord] = {}
         self.fenced: set[int] = set()
 
     def exchange(self, group: int, delta: np.ndarray | None, pulled: int,
-                 report: dict[str, Any]) -> tuple[np.ndarray, int, int] | None:
-        """Apply a group's delta (None: only report) and report; (global parameters, version, run's env steps),
-        or None, applying nothing, for a fenced group."""
+                 report: dict[str, Any]) -> tuple[np.ndarray, int, int, int] | None:
+        """Apply a group's delta (None: only report) and report; (global parameters, version, run's env steps, run's
+        updates), or None, applying nothing, for a fenced group."""
         if group in self.fenced:
             return None
         record = self.groups.setdefault(group, GroupRecord())
@@ -90,12 +100,13 @@ class ParameterServer:
         record.counters, record.metric_sums = report["counters"], report["metric_sums"]
         record.episodes += report["episodes"]
         record.exits += report["exits"]
-        record.exchange_s = report["exchange_s"]
+        record.exchange_s, record.relay = report["exchange_s"], report["relay"]
         record.last_push = time.monotonic()
         if report["optimizer"] is not None:
             record.optimizer, record.buffers = report["optimizer"], report["buffers"]
         steps = sum(int(r.counters[:, STEPS].sum()) for r in self.groups.values())
-        return self.params.copy(), self.version, self.steps_before + steps
+        updates = sum(int(r.counters[:, UPDATES].sum()) for r in self.groups.values())
+        return self.params.copy(), self.version, self.steps_before + steps, self.updates_before + updates
 
     def state(self, params: bool) -> dict[str, Any]:
         """For the driver: every group's record (episodes, exits, optimizer state and buffers handed over once),
@@ -114,7 +125,8 @@ class ParameterServer:
         and buffers are handed over once."""
         report = {"counters": record.counters, "metric_sums": record.metric_sums, "episodes": record.episodes,
                   "exits": record.exits, "exchanges": record.exchanges, "staleness": record.staleness,
-                  "exchange_s": record.exchange_s, "silent_s": time.monotonic() - record.last_push,
+                  "exchange_s": record.exchange_s, "relay": record.relay,
+                  "silent_s": time.monotonic() - record.last_push,
                   "optimizer": record.optimizer, "buffers": record.buffers}
         record.episodes, record.exits, record.optimizer, record.buffers = [], [], None, None
         return report
