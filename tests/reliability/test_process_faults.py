@@ -86,7 +86,7 @@ def test_killed_worker_aborts_the_run(watch, tmp_path, logdir):
 @pytest.mark.fault("2", "SIGKILL of the main process (file_system strategy; fork, spawn and forkserver workers)",
                    "every worker exits within 5 s; the run's segments were in /dev/shm before and none is left "
                    "after the manager's grace period; the manager daemon exits and removes its socket directory")
-@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", pytest.param("forkserver", marks=pytest.mark.slow)])
 def test_killed_main_process_leaves_no_worker_and_no_segment(watch, tmp_path, logdir, start_method):
     run, _ = _start(watch, tmp_path, logdir, env=watch.env(**{GRACE_ENV: "1.0"}),
                     trainer={"start_method": start_method, "sharing_strategy": "file_system"})

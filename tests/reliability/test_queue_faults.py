@@ -38,7 +38,7 @@ def test_consumer_dying_with_shared_arrays_leaks_nothing(watch, strategy, start_
                         "loop (it catches KeyboardInterrupt and goes on), spawn and fork",
                    "hundreds of interrupts land; with that process still alive, another one puts 200 messages and "
                    "gets each back at once, in order, none stuck, and the ring is empty after")
-@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+@pytest.mark.parametrize("start_method", ["spawn", pytest.param("fork", marks=pytest.mark.slow)])
 def test_interrupts_inside_ring_queue_calls_leave_it_unlocked(watch, start_method):
     done = subprocess.run([sys.executable, str(HERE / "programs.py"), "ring_under_sigint", start_method, "3"],
                           capture_output=True, text=True, timeout=100, env=watch.env())

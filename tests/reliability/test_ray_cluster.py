@@ -108,7 +108,8 @@ def test_sigterm_stops_a_run_and_its_own_cluster_with_a_final_checkpoint(watch, 
                    "in shared memory)",
                    "within 40 s no process of the run is left (Ray's agents included: they stayed 60-90 s), nor "
                    "its /tmp/hogshare-ray-* directory (it stayed for good), nor a /dev/shm segment")
-@pytest.mark.parametrize("config, when", [("a3c_ray.yaml", "starting"), ("a3c_ray.yaml", "running"),
+@pytest.mark.parametrize("config, when", [("a3c_ray.yaml", "starting"),
+                                          pytest.param("a3c_ray.yaml", "running", marks=pytest.mark.slow),
                                           ("impala_ray.yaml", "running")])
 def test_sigkill_of_train_leaves_nothing_of_its_cluster(watch, logdir, nothing_left, config, when):
     dirs_before = _ray_dirs()

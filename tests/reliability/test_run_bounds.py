@@ -240,7 +240,7 @@ def _closing(*fds: int):
 
 @pytest.mark.fault("23", "train and evaluate started with stdout, stderr or both closed",
                    "both run normally (exit 0, summary written)")
-@pytest.mark.parametrize("fds", [(1,), (2,), (1, 2)])
+@pytest.mark.parametrize("fds", [pytest.param((1,), marks=pytest.mark.slow), (2,), (1, 2)])
 def test_train_and_evaluate_work_with_stdout_or_stderr_closed(tmp_path, watch, fds):
     config = write_config(tmp_path / "c.yaml", cartpole_config(total_steps=2000))
     streams = {name: subprocess.DEVNULL for fd, name in ((1, "stdout"), (2, "stderr")) if fd not in fds}

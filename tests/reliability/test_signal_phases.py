@@ -74,7 +74,8 @@ def test_signal_while_python_imports_the_library_ends_the_process(watch, tmp_pat
                          "seconds: an environment slow to make)",
                    "the start is abandoned at its next step: exit 128 + the signal's number, one line 'stopped by "
                    "SIG... before the run started; nothing was written'; no run directory, no process left")
-@pytest.mark.parametrize("how", list(SIGNALS))
+@pytest.mark.parametrize("how", [pytest.param(how, marks=[pytest.mark.slow] if how.startswith("HUP") else [])
+                                 for how in SIGNALS])
 def test_signal_during_start_up_abandons_the_start(watch, tmp_path, logdir, how):
     signum, group = SIGNALS[how]
     run = _start(watch, tmp_path, logdir, env={"id": "fault_envs:SlowToMakeCartPole-v0", "kwargs": {"seconds": 2}})
@@ -114,7 +115,7 @@ def test_signal_while_workers_start_stops_with_a_final_checkpoint(watch, tmp_pat
                    "exit 0 with a final checkpoint, stop reason SIGINT; never a 'Fatal Python error', a traceback "
                    "or a worker reported killed (today: hundreds of lines of mixed tracebacks and exit 1, 'worker "
                    "failure'); no process left")
-@pytest.mark.parametrize("delay", [0.3, 1.0])
+@pytest.mark.parametrize("delay", [0.3, pytest.param(1.0, marks=pytest.mark.slow)])
 def test_ctrl_c_into_the_start_of_8_workers_stops_cleanly(watch, tmp_path, logdir, delay):
     run = _start(watch, tmp_path, logdir, trainer={"workers": 8, "start_method": "spawn"})
     run.wait_for("^run directory: ")

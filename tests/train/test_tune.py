@@ -91,6 +91,7 @@ def test_a_study_runs_its_trials_as_runs_and_writes_its_reports(study_dir):
         assert (study_dir / plot).read_bytes().startswith(PNG)
 
 
+@pytest.mark.slow
 def test_the_same_command_with_more_trials_continues_the_study(study_dir, tmp_path):
     import shutil
 
@@ -185,6 +186,7 @@ def test_a_trial_left_running_by_a_killed_tune_is_marked_failed(tmp_path):
     assert [t.state.name for t in _study(directory).get_trials()] == ["FAIL", "COMPLETE"]
 
 
+@pytest.mark.slow
 def test_jobs_run_trials_in_processes_of_their_own(tmp_path):
     done = _tune(tmp_path, "--trials", "2", "--jobs", "2")
     assert done.returncode == 0, done.stderr

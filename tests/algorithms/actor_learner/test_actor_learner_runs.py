@@ -39,7 +39,7 @@ def test_the_shipped_actor_learner_configs_reach_cartpoles_target(tmp_path, conf
 
 
 @pytest.mark.parametrize("name, algorithm", [
-    ("impala", {"vtrace": False}),
+    pytest.param("impala", {"vtrace": False}, marks=pytest.mark.slow),
     ("impala", {"learners": 2}),
     ("appo", {"targets": "vtrace", "learners": 2, "epochs": 1, "minibatches": 4}),
 ], ids=["uncorrected", "hogwild learners", "appo vtrace"])
