@@ -3,7 +3,8 @@
 A change that moves code (a refactor, a new acting path) must leave speed where it was. For each case (A3C and
 IMPALA on CartPole, Hogwild's MLP, IMPALA on Pong) this trains the shipped config for a fixed time in a
 worktree of `--base` and in this checkout, alternating which goes first in each round, and compares their
-steady env steps/s (TensorBoard's perf/env_steps_per_s after the first seconds, so start-up counts nowhere).
+steady env steps/s: the env steps logged between the first log past the first seconds and the last, over
+the time between them (start-up counts nowhere).
 Hogwild's steps are training samples. Writes experiments/results/ab.md.
 
 Run: python -m experiments.ab_checkouts --base REF [--rounds 3] [--seconds 20] [--cases a3c,impala,hogwild,pong]
@@ -16,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from experiments.common import REPO, fmt_ratio, load, markdown_table, steady_mean, train_run, write_result
+from experiments.common import REPO, fmt_ratio, load, markdown_table, scalar_events, train_run, write_result
 
 CASES = {  # name: (config, overrides)
     "a3c": ("a3c.yaml", ()),
@@ -34,10 +35,11 @@ def steps_per_s(checkout: Path, case: str, seconds: float, seed: int) -> float:
             "trainer.target_return=null", "logging.progress=false", "logging.log_every_s=1"]
     with tempfile.TemporaryDirectory() as logdir:
         run_dir = train_run(checkout / "configs" / config, sets, Path(logdir), timeout=seconds + 300, cwd=checkout)
-        rate = steady_mean(run_dir, "perf/env_steps_per_s", WARMUP_S)
-    if rate is None:
-        raise RuntimeError(f"{case} in {checkout} logged no env steps/s past its first {WARMUP_S:g} s")
-    return rate
+        events = scalar_events(run_dir, "perf/env_steps_per_s")  # its step axis counts env steps
+    steady = [e for e in events if e.wall_time - events[0].wall_time >= WARMUP_S] if events else []
+    if len(steady) < 2:
+        raise RuntimeError(f"{case} in {checkout} logged too little past its first {WARMUP_S:g} s to time it")
+    return (steady[-1].step - steady[0].step) / (steady[-1].wall_time - steady[0].wall_time)
 
 
 def main() -> None:
@@ -78,7 +80,7 @@ def main() -> None:
     table = markdown_table(["case", "config", f"{base_rev} (env steps/s)", f"{head_rev} (env steps/s)",
                             f"{head_rev} / {base_rev} (medians)"], rows)
     prose = (f"Each run trains the shipped config for {args.seconds:g} s (Hogwild's until then, its accuracy target "
-             f"out of reach); its rate is the mean of perf/env_steps_per_s past its first {WARMUP_S:g} s. "
+             f"out of reach); its rate is the env steps it logged past its first {WARMUP_S:g} s over the time they took. "
              f"{args.rounds} rounds, the side that goes first alternating, runs one at a time; {load()} when it ended.")
     path = write_result("ab", f"A/B: {head_rev} against {base_rev}", [prose, table])
     print(f"wrote {path}")
