@@ -57,6 +57,9 @@ FREE, WRITING, FULL = 0, 1, 2
 READING = 3
 """READING + i: held by learner i."""
 
+ROLLOUT_ARRAYS = ("obs", "actions", "rewards", "dones", "log_probs")
+"""The per-step arrays of a slot, one rollout of its actor's envs (state0, its first recurrent state, apart)."""
+
 POLL_S, MAX_POLL_S = 0.0002, 0.005
 """A waiting process looks at the slots again after POLL_S, then after twice as long each time, up to MAX_POLL_S:
 a short wait costs little latency, a long one little CPU (sixteen waiting actors on two cores)."""
@@ -174,24 +177,22 @@ class TrajectoryBuffer:
     def batch(self, slots: np.ndarray) -> dict[str, Any]:
         """Copies of the slots' rollouts side by side: obs (T+1, len(slots) * E, ...), actions, rewards, dones,
         log_probs (T, len(slots) * E, ...), state0 (a list of (len(slots) * E, ...) arrays), version
-        (len(slots),)."""
+        (len(slots),): `rollouts` with each slot's envs joined to the next's (a reshape, no copy)."""
         def joined(array: np.ndarray, axis: int) -> np.ndarray:
-            taken = np.take(array, slots, axis=axis)
-            shape = taken.shape
-            return taken.reshape(*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2:])
+            shape = array.shape
+            return array.reshape(*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2:])
 
-        out: dict[str, Any] = {name: joined(getattr(self, name), 1)
-                               for name in ("obs", "actions", "rewards", "dones", "log_probs")}
-        out["state0"] = [joined(array, 0) for array in self.state0]
-        out["version"] = self.version[slots].copy()
+        whole = self.rollouts(slots)
+        out: dict[str, Any] = {name: joined(whole[name], 1) for name in ROLLOUT_ARRAYS}
+        out["state0"] = [joined(array, 0) for array in whole["state0"]]
+        out["version"] = whole["version"]
         return out
 
     def rollouts(self, slots: np.ndarray) -> dict[str, Any]:
         """Copies of the slots' rollouts, each whole, for another node's buffer (`store`): obs (T+1, n, E, ...),
         actions, rewards, dones, log_probs (T, n, E, ...), state0 (a list of (n, E, ...)), version and actor (the
         run's index of the actor that wrote each, (n,))."""
-        out: dict[str, Any] = {name: np.take(getattr(self, name), slots, axis=1)
-                               for name in ("obs", "actions", "rewards", "dones", "log_probs")}
+        out: dict[str, Any] = {name: np.take(getattr(self, name), slots, axis=1) for name in ROLLOUT_ARRAYS}
         out["state0"] = [np.take(array, slots, axis=0) for array in self.state0]
         out["version"] = self.version[slots].copy()
         out["actor"] = slots // self.slots_per_actor + self.first_actor
@@ -208,7 +209,7 @@ class TrajectoryBuffer:
             if slot is None:
                 break
             views = self.slot_views(slot)
-            for name in ("obs", "actions", "rewards", "dones", "log_probs"):
+            for name in ROLLOUT_ARRAYS:
                 getattr(views, name)[...] = rollouts[name][:, i]
             for view, state in zip(views.state0, rollouts["state0"]):
                 view[...] = state[i]

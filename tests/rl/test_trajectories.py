@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sharing
-from framework.rl.trajectories import FREE, FULL, READING, WRITING, TrajectoryBuffer
+from framework.rl.trajectories import FREE, FULL, READING, ROLLOUT_ARRAYS, WRITING, TrajectoryBuffer
 from trajectory_workers import die_holding, write_rollouts
 
 STEPS, ENVS = 5, 3
@@ -61,7 +61,7 @@ def _fill(buffer: TrajectoryBuffer, actor: int, version: int) -> int:
     """One rollout of actor whose every value is `version`; its slot."""
     slot = buffer.acquire(actor, 1.0, _never)[0]
     views = buffer.slot_views(slot)
-    for name in ("obs", "actions", "rewards", "dones", "log_probs"):
+    for name in ROLLOUT_ARRAYS:
         getattr(views, name)[...] = version
     for view in views.state0:
         view[...] = version
