@@ -41,9 +41,9 @@ HELPERS = ("resource_tracker", "sharing/watcher.py")
 
 
 # -- configs -------------------------------------------------------------------------------------
-def fast_config(**sections) -> dict:
+def fast_config(seed: int = 3, **sections) -> dict:
     """A config for a few seconds of CartPole with forked workers and no progress bar; sections override keys."""
-    return cartpole_config(experiment="rel", seed=3, total_steps=10**9, max_seconds=120, log_every_s=0.5, **sections)
+    return cartpole_config(experiment="rel", seed=seed, total_steps=10**9, max_seconds=120, log_every_s=0.5, **sections)
 
 
 # -- /proc ---------------------------------------------------------------------------------------

