@@ -14,8 +14,16 @@ parameters; with several learners they do so lock-free, as Hogwild workers
 do. The policy lag of an update (perf/policy_lag) is the number of updates
 applied between the parameters the batch was acted with and this one.
 
+With `algorithm.synchronous` the actors and the learner take turns, as
+PPO's collection and update do (sample-factory's `async_rl: false`): the
+learner's batch is a trajectory of every slot, and it gives the slots back
+only once its update is applied, so every trajectory is acted with the
+parameters the previous batch's update left (a policy lag of 0 at the
+batch's first update).
+
 What each side waits on is bounded (`algorithm.max_actor_wait_s`,
-`max_learner_wait_s`: see rl.trajectories) and counted: perf/actor_wait_s and
+`max_learner_wait_s`: see rl.trajectories; a synchronous learner waits for
+all its slots) and counted: perf/actor_wait_s and
 perf/learner_wait_s (seconds, all actors or learners together, since the run
 started), perf/trajectories_dropped (rollouts an actor overwrote before a
 learner took them, or that a learner died holding).
@@ -33,6 +41,7 @@ counted as A3C's are, so a run of nothing else stops at
 from __future__ import annotations
 
 import abc
+import math
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -65,6 +74,10 @@ ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
     "max_learner_wait_s": Field("float", 0.1, low=0.0, high=3600.0,
                                 doc="a learner waits this long for `batch_trajectories` full slots, then takes those "
                                     "there are, as soon as there is one"),
+    "synchronous": Field("bool", False,
+                         doc="actors wait for the learner's update before their next rollout (PPO's turns, "
+                             "sample-factory's `async_rl: false`): every batch is acted with the latest parameters; "
+                             "needs one learner and `batch_trajectories` = trainer.workers x `slots_per_actor`"),
     "entropy_coef": Field("float", 0.01, low=0.0, doc="weight of the entropy bonus in the loss"),
     "value_coef": Field("float", 0.5, low=0.0, doc="weight of the value loss in the loss"),
     "max_grad_norm": Field("float", 40.0, low=0.0, low_open=True, doc="gradients are clipped to this global norm"),
@@ -137,8 +150,9 @@ class TrajectoryActor(RolloutWorker):
         """Take a slot (bounded wait), sync, roll out into it, publish it."""
         stats = self.ctx.stats
         self.profile.switch(WAIT)
-        slot, waited, dropped = self.buffer.acquire(self.ctx.index, self.algo_cfg["max_actor_wait_s"],
-                                                    stats.should_stop)
+        a = self.algo_cfg
+        wait_s = math.inf if a["synchronous"] else a["max_actor_wait_s"]  # never drop what the learner waits for
+        slot, waited, dropped = self.buffer.acquire(self.ctx.index, wait_s, stats.should_stop)
         stats.add_count("actor_wait_s", waited)
         if dropped:
             stats.add_count("trajectories_dropped", dropped)
@@ -159,15 +173,17 @@ class Learner(LocalModelWorker, abc.ABC):
         lost = self.buffer.reclaim("learner", ctx.index)
         if lost:
             ctx.stats.add_count("trajectories_dropped", lost)
+        self.held = np.zeros(0, dtype=np.int64)
+        """The slots of the batch being learned from, given back after its update (`algorithm.synchronous`)."""
 
     def take_batch(self) -> dict[str, np.ndarray] | None:
         """The next batch of trajectories (copied out of the buffer, whose slots go back to their actors at
-        once); None when the run stopped while waiting. The wait is the profile's `wait`, the copy its `copy`, and
-        what follows (the learner's update) its `learn`."""
+        once, or, synchronous, once `run` has applied its update); None when the run stopped while waiting. The
+        wait is the profile's `wait`, the copy its `copy`, and what follows (the learner's update) its `learn`."""
         a, stats = self.algo_cfg, self.ctx.stats
         self.profile.switch(WAIT)
-        slots, waited = self.buffer.take(self.ctx.index, a["batch_trajectories"], a["max_learner_wait_s"],
-                                         stats.should_stop)
+        wait_s = math.inf if a["synchronous"] else a["max_learner_wait_s"]
+        slots, waited = self.buffer.take(self.ctx.index, a["batch_trajectories"], wait_s, stats.should_stop)
         stats.add_count("learner_wait_s", waited)
         if slots.size == 0:
             return None
@@ -175,7 +191,10 @@ class Learner(LocalModelWorker, abc.ABC):
         try:
             batch = self.buffer.batch(slots)
         finally:
-            self.buffer.release(slots)
+            if a["synchronous"]:
+                self.held = slots
+            else:
+                self.buffer.release(slots)
         cut = cut_nonfinite_steps(batch)
         if cut:
             stats.add_count("nonfinite_steps", cut)
@@ -227,9 +246,22 @@ class Learner(LocalModelWorker, abc.ABC):
 
     def run(self) -> None:
         while not self.ctx.stats.should_stop():
-            batch = self.take_batch()
-            if batch is not None:
-                self.learn(batch)
+            self.step()
+
+    def step(self) -> None:
+        """Take a batch (see take_batch), learn from it, give its slots back if they are still held."""
+        batch = self.take_batch()
+        if batch is None:
+            return
+        try:
+            self.learn(batch)
+        finally:
+            self.give_back()
+
+    def give_back(self) -> None:
+        """Give the held slots (`algorithm.synchronous`) back to their actors."""
+        self.buffer.release(self.held)
+        self.held = self.held[:0]
 
     def lagged_version(self, batch: dict[str, np.ndarray]) -> int:
         """The update count the batch's trajectories were acted with, on average (for the policy lag)."""
@@ -259,6 +291,23 @@ class ActorLearnerAlgorithm(ActorCriticAlgorithm):
             raise ConfigError(f"config key 'algorithm.batch_trajectories': got {a['batch_trajectories']}; allowed: "
                               f"at most trainer.workers x algorithm.slots_per_actor = {actors * a['slots_per_actor']} "
                               f"(the trajectories the buffer holds)")
+        if a["synchronous"]:
+            self._check_synchronous(config)
+
+    @staticmethod
+    def _check_synchronous(config: Config) -> None:
+        """A synchronous run's batch is every slot, learned from by its one learner, on one machine."""
+        a, slots = config["algorithm"], config["trainer"]["workers"] * config["algorithm"]["slots_per_actor"]
+        if a["learners"] != 1:
+            raise ConfigError(f"config key 'algorithm.learners': got {a['learners']} with algorithm.synchronous; "
+                              f"allowed: 1 (one update between two rounds of the actors' rollouts)")
+        if a["batch_trajectories"] != slots:
+            raise ConfigError(f"config key 'algorithm.batch_trajectories': got {a['batch_trajectories']} with "
+                              f"algorithm.synchronous; allowed: trainer.workers x algorithm.slots_per_actor = {slots} "
+                              f"(a batch of every actor's rollouts)")
+        if config["trainer"]["backend"] != "local":
+            raise ConfigError(f"config key 'algorithm.synchronous': got true with trainer.backend "
+                              f"{config['trainer']['backend']!r}; allowed: false, or trainer.backend local")
 
     def build_shared(self, config: Config, context: Any, ranks: range) -> ActorCriticShared:
         """The environment's description and the trajectory buffer of `ranks`: algorithm.slots_per_actor slots per

@@ -58,6 +58,36 @@ def test_a_batch_larger_than_the_buffer_is_refused_in_one_line(tmp_path):
                                    "holds)")
 
 
+def test_a_synchronous_run_acts_every_batch_with_the_parameters_of_the_last_update(tmp_path):
+    """2 epochs of 2 minibatches: 4 updates per batch, lagging 0, 1, 2 and 3 updates behind the parameters that
+    acted, whatever the actors' and the learner's speeds."""
+    done, run_dir = train(tmp_path, _config("appo", synchronous=True, batch_trajectories=4, epochs=2,
+                                            minibatches=2))
+    assert done.returncode == 0, done.stderr
+    result = summary(run_dir)
+    assert result["stop_reason"] == "total_steps reached" and result["updates"] == 4 * 20_000 // (10 * 4 * 4)
+    assert result["policy_lag_mean"] == pytest.approx(1.5) and result["counts"]["trajectories_dropped"] == 0
+    assert max(scalars(run_dir, "perf/policy_lag")) <= 3
+
+
+@pytest.mark.parametrize("algorithm, trainer, refusal", [
+    ({"learners": 2, "batch_trajectories": 4}, {},
+     "config key 'algorithm.learners': got 2 with algorithm.synchronous; allowed: 1"),
+    ({"batch_trajectories": 2}, {},
+     "config key 'algorithm.batch_trajectories': got 2 with algorithm.synchronous; allowed: trainer.workers x "
+     "algorithm.slots_per_actor = 4"),
+    ({"batch_trajectories": 4}, {"backend": "ray", "start_method": "spawn"},
+     "config key 'algorithm.synchronous': got true with trainer.backend 'ray'; allowed: false, or trainer.backend "
+     "local"),
+], ids=["two learners", "a batch short of the slots", "ray"])
+def test_a_synchronous_run_that_cannot_take_turns_is_refused_in_one_line(tmp_path, algorithm, trainer, refusal):
+    config = _config("appo", synchronous=True, slots_per_actor=2, **algorithm)
+    config["trainer"].update(trainer)
+    done, run_dir = train(tmp_path, config)
+    assert done.returncode == 2 and run_dir is None
+    assert done.stderr.startswith(f"train: error: {refusal}") and done.stderr.count("\n") == 1, done.stderr
+
+
 @pytest.mark.parametrize("role, variable", [("learner", "HOGSHARE_LEARNER_DIES_ONCE"),
                                             ("actor", "HOGSHARE_ACTOR_DIES_ONCE")])
 def test_a_process_killed_holding_trajectory_slots_is_restarted_and_the_slots_come_back(tmp_path, role, variable):

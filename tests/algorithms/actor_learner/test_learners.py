@@ -10,6 +10,7 @@ from framework.runtime.run_stats import LAG_SUM, UPDATES
 from framework.rl.actor_learner import bridge_values, cut_nonfinite_steps
 from framework.rl.losses import actor_critic_loss, clipped_surrogate_loss
 from framework.rl.returns import gae
+from framework.rl.trajectories import FREE, READING
 from framework.rl.spaces import ActionHead
 from framework.train.config import validate
 from in_process import InProcessRun
@@ -75,6 +76,25 @@ def test_the_policy_lag_of_an_update_counts_the_updates_since_its_data_was_acted
     assert snap.total(UPDATES) == 4 and snap.counters[1, LAG_SUM] == 3
     ratio = snap.metric_sums[1, stats.metrics.index("importance_ratio")]  # of the one update
     assert abs(ratio - 1.0) > 1e-3  # pi != mu now: the ratios V-trace truncates are not 1
+
+
+@pytest.mark.parametrize("synchronous", [False, True], ids=["asynchronous", "synchronous"])
+def test_a_synchronous_learner_gives_its_slots_back_once_its_update_is_applied(synchronous):
+    """Asynchronous, the actor gets its slot back as soon as the learner has copied the batch out and acts while
+    it learns; synchronous, only once the update is applied, so the next rollout acts with the new parameters."""
+    actor, learner, model, stats = _actor_and_learner("appo", synchronous=synchronous, slots_per_actor=1,
+                                                      epochs=2, minibatches=2)
+    actor.update()
+    batch = learner.take_batch()
+    assert learner.buffer.status.tolist() == [READING + learner.ctx.index if synchronous else FREE]
+    learner.learn(batch)
+    learner.give_back()
+    assert learner.buffer.status.tolist() == [FREE] and stats.snapshot().total(UPDATES) == 4
+    actor.update()
+    learner.step()
+    snap = stats.snapshot()
+    assert snap.total(UPDATES) == 8 and snap.counters[1, LAG_SUM] == 2 * (0 + 1 + 2 + 3)  # lag 0 at each start
+    assert learner.buffer.status.tolist() == [FREE]
 
 
 def test_the_clipped_surrogate_is_ppos_objective():
