@@ -57,19 +57,15 @@ def stop_after(seconds: float) -> Any:
     return StopAfter()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", choices=("a2c", "ppo"), default="a2c", help="Stable-Baselines3's algorithm")
-    parser.add_argument("env_id", help="the task, as gymnasium (or, for Atari, rl-zoo) names it")
-    parser.add_argument("seconds", type=float, help="seconds of training")
-    args = parser.parse_args()
+def make_model(algo: str, env_id: str, seed: int | None = None) -> tuple[Any, str]:
+    """Stable-Baselines3's `algo` on env_id as rl-zoo trains it: its vector env (VecNormalize with the
+    algorithm's gamma where rl-zoo normalises, as rl-zoo does), its hyperparameters; and which entry they are."""
     import gymnasium
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
     from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
-    env_id, seconds = args.env_id, args.seconds
-    key, params = hyperparameters(args.algo, env_id)
+    key, params = hyperparameters(algo, env_id)
     for unused in ("n_timesteps", "env_wrapper"):
         params.pop(unused, None)
     n_envs = params.pop("n_envs", 1)
@@ -86,20 +82,31 @@ def main() -> None:
     if "NoFrameskip" in env_id:
         import ale_py
         gymnasium.register_envs(ale_py)  # the ALE's ids are not gymnasium's own
-        env = make_atari_env(env_id, n_envs=n_envs)
+        env = make_atari_env(env_id, n_envs=n_envs, seed=seed)
     else:
-        env = make_vec_env(env_id, n_envs=n_envs)
+        env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     if frame_stack:
         env = VecFrameStack(env, frame_stack)
     if isinstance(normalize, str):  # a2c.yml writes some as "{'norm_obs': True, 'norm_reward': False}"
         normalize = eval(normalize)
     if normalize:
-        env = VecNormalize(env, **(normalize if isinstance(normalize, dict) else {}))
-    model = {"a2c": A2C, "ppo": PPO}[args.algo](policy, env, device="cpu", **params)
-    stop = stop_after(seconds)
+        settings = normalize if isinstance(normalize, dict) else {}
+        env = VecNormalize(env, **{"gamma": params.get("gamma", 0.99), **settings})
+    model = {"a2c": A2C, "ppo": PPO}[algo](policy, env, device="cpu", seed=seed, **params)
+    return model, f"{algo}.yml {key}, {n_envs} envs"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("a2c", "ppo"), default="a2c", help="Stable-Baselines3's algorithm")
+    parser.add_argument("env_id", help="the task, as gymnasium (or, for Atari, rl-zoo) names it")
+    parser.add_argument("seconds", type=float, help="seconds of training")
+    args = parser.parse_args()
+    model, described = make_model(args.algo, args.env_id)
+    stop = stop_after(args.seconds)
     model.learn(total_timesteps=10**9, callback=stop)
     elapsed = time.perf_counter() - stop.started
-    print(json.dumps({"hyperparameters": f"{args.algo}.yml {key}, {n_envs} envs", "seconds": elapsed,
+    print(json.dumps({"hyperparameters": described, "seconds": elapsed,
                       "env_steps": model.num_timesteps, "steps_per_second": model.num_timesteps / elapsed}))
 
 
