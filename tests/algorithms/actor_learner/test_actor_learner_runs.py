@@ -88,13 +88,16 @@ def test_a_synchronous_run_that_cannot_take_turns_is_refused_in_one_line(tmp_pat
     assert done.stderr.startswith(f"train: error: {refusal}") and done.stderr.count("\n") == 1, done.stderr
 
 
+@pytest.mark.parametrize("synchronous", [False, True], ids=["asynchronous", "synchronous"])
 @pytest.mark.parametrize("role, variable", [("learner", "HOGSHARE_LEARNER_DIES_ONCE"),
                                             ("actor", "HOGSHARE_ACTOR_DIES_ONCE")])
-def test_a_process_killed_holding_trajectory_slots_is_restarted_and_the_slots_come_back(tmp_path, role, variable):
+def test_a_process_killed_holding_trajectory_slots_is_restarted_and_the_slots_come_back(tmp_path, role, variable,
+                                                                                        synchronous):
     """One slot per actor and a wait longer than the run: a slot not taken back would stall the run to its
-    max_seconds."""
+    max_seconds (synchronous, the learner waits for every slot, and the actors for the learner)."""
     env = cli_env({**os.environ, variable: str(tmp_path / "died")})
-    config = _config("custom_envs:DyingImpala", slots_per_actor=1, batch_trajectories=1, max_actor_wait_s=600)
+    config = _config("custom_envs:DyingImpala", slots_per_actor=1, batch_trajectories=2 if synchronous else 1,
+                     max_actor_wait_s=600, synchronous=synchronous)
     config["trainer"].update(on_worker_failure="restart", max_seconds=60)
     done, run_dir = train(tmp_path, config, env=env)
     assert done.returncode == 0, done.stderr
