@@ -60,6 +60,8 @@ MODES = ("forward", "forward+backward")
 GOALS = {"forward": 110.0, "forward+backward": 100.0}
 """GFLOP/s each network should reach at a batch of 40, on a quiet machine."""
 GOAL_BATCH = 40
+QUIET_LOAD = 1.5
+"""The highest 1-minute load average of a quiet machine during the rounds: the side being timed counts about 1."""
 
 
 # ---- the networks' GEMMs --------------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ def cell(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
 
-def plot(best: Dict[str, Dict[str, float]], path: Path) -> None:
+def plot(best: Dict[str, Dict[str, float]], path: Path, quiet: bool) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -302,8 +304,8 @@ def plot(best: Dict[str, Dict[str, float]], path: Path) -> None:
             ax.set_title(f"{name}: {mode}", fontsize=10)
             ax.set_ylabel("GFLOP/s")
     axes[0][0].legend(fontsize=8)
-    fig.suptitle("Convolutional networks on one thread (dotted: the goal at a batch of 40; provisional figures)",
-                 fontsize=10)
+    fig.suptitle("Convolutional networks on one thread (dotted: the goal at a batch of 40"
+                 + ("" if quiet else "; provisional figures, the machine under load") + ")", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -377,7 +379,8 @@ def main() -> None:
                                     f"({'met' if ours >= GOALS[mode] else 'not met'} here): {ours / gemm:.0%} of "
                                     f"NumPy's matmul on the same GEMMs, which at that share would have to run at "
                                     f"{GOALS[mode] * gemm / ours:.0f} GFLOP/s for the goal ({gemm:.0f} here)")
-    plot(best, REPO / "experiments" / "results" / "conv.png")
+    quiet = max(loads) < QUIET_LOAD
+    plot(best, REPO / "experiments" / "results" / "conv.png", quiet)
     checkouts = {"hogshare": REPO, **({f"hogshare {baseline_label}": args.baseline} if args.baseline else {})}
     train_text = "\n\n".join(f"### {side}\n\n{train_profile(checkout, args.train_seconds)}"
                              for side, checkout in checkouts.items()) if args.train_seconds > 0 else \
@@ -385,10 +388,12 @@ def main() -> None:
     flops_rows = [[name, batch] + [f"{gflop(spec, batch)[mode] * 1e3 / batch:.2f}" for mode in MODES]
                   for name, spec in NETWORKS.items() for batch in BATCHES[1:2]]
     write_result("conv", "Convolution: GFLOP/s of the Atari networks on one thread", [
-        "**Provisional figures.** Measured on a shared machine under load (load average "
-        f"{min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores during the rounds): the sides take turns "
-        "case by case and each figure is a side's fastest call, so the ratios hold better than the absolute "
-        "rates; the final figures are to be rerun on a quiet machine.",
+        (f"Measured on a quiet machine: load average {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} "
+         "cores during the rounds, the side being timed included." if quiet else
+         "**Provisional figures.** Measured on a shared machine under load (load average "
+         f"{min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores during the rounds): the sides take turns "
+         "case by case and each figure is a side's fastest call, so the ratios hold better than the absolute "
+         "rates; the final figures are to be rerun on a quiet machine."),
         "## What is measured",
         "- " + "\n- ".join(f"`{name}`: {LABELS[name]}" for name in NETWORKS),
         "- forward: a batch of uint8 frames (4 x 84 x 84) through the network without autograd, as acting runs "
