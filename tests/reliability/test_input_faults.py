@@ -213,7 +213,7 @@ def test_resume_applies_optimizer_overrides_and_refuses_structural_changes(watch
                    "it only once episodes of its own keep the window's mean at it (more env steps than saved)")
 def _run_that_reached_its_target(watch, tmp_path, target: int) -> tuple:
     """A CartPole run stopped at `target` (window 20), and its summary. Asynchronous A3C's policy collapses onto one
-    action on rare runs (once in CI; never in 400 runs here, loaded or quiet): a second seed is tried then, since
+    action on rare runs (once in CI; never in 200 runs here, loaded or quiet): a second seed is tried then, since
     this file tests what a resume does with a target, not how often A3C learns."""
     for seed in (3, 4):
         config = fast_config(seed=seed, trainer={"target_return": target, "target_window": 20, "total_steps": 60_000})
