@@ -174,7 +174,8 @@ class Learner(LocalModelWorker, abc.ABC):
         if lost:
             ctx.stats.add_count("trajectories_dropped", lost)
         self.held = np.zeros(0, dtype=np.int64)
-        """The slots of the batch being learned from, given back after its update (`algorithm.synchronous`)."""
+        """The slots of the batch taken last while they are not yet given back: until its update is applied
+        with `algorithm.synchronous`, until it is copied out otherwise."""
 
     def take_batch(self) -> dict[str, np.ndarray] | None:
         """The next batch of trajectories (copied out of the buffer, whose slots go back to their actors at
@@ -191,10 +192,9 @@ class Learner(LocalModelWorker, abc.ABC):
         try:
             batch = self.buffer.batch(slots)
         finally:
-            if a["synchronous"]:
-                self.held = slots
-            else:
-                self.buffer.release(slots)
+            self.held = slots
+            if not a["synchronous"]:
+                self.give_back()
         cut = cut_nonfinite_steps(batch)
         if cut:
             stats.add_count("nonfinite_steps", cut)
@@ -259,9 +259,10 @@ class Learner(LocalModelWorker, abc.ABC):
             self.give_back()
 
     def give_back(self) -> None:
-        """Give the held slots (`algorithm.synchronous`) back to their actors."""
-        self.buffer.release(self.held)
-        self.held = self.held[:0]
+        """Give the slots of the batch taken last back to their actors, if it still holds them."""
+        if self.held.size:
+            self.buffer.release(self.held)
+            self.held = self.held[:0]
 
     def lagged_version(self, batch: dict[str, np.ndarray]) -> int:
         """The update count the batch's trajectories were acted with, on average (for the policy lag)."""
