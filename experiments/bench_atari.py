@@ -37,6 +37,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import json
+import queue
 import re
 import subprocess
 import sys
@@ -45,8 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.common import (REPO, RESULTS, fmt_ratio, markdown_table, plot_pong_curves, run_baseline,
-                                run_profile, this_command, torch_available, write_result)
+from experiments.common import (REPO, RESULTS, TORCH_PYTHON, fmt_ratio, markdown_table, plot_pong_curves,
+                                run_baseline, run_profile, this_command, torch_available, write_result)
 
 CONFIG = REPO / "configs" / "a3c_pong.yaml"
 REFERENCE_N_STEPS = 20
@@ -55,6 +56,8 @@ REFERENCE_SETTINGS = ("model.lstm=true", f"algorithm.n_steps={REFERENCE_N_STEPS}
 the ratio is taken with them."""
 TARGET_RATIO, TARGET_ENV_SHARE = 2.0, 0.40
 SPEED_JSON = RESULTS / "atari_speed.json"
+TORCH_MODULES = ("gymnasium", "ale_py", "cv2")
+"""What torch_a3c_atari.py imports beside torch (pip install gymnasium ale-py opencv-python-headless)."""
 TORCH_LINE = re.compile(r"wall=(?P<wall>[\d.]+)s steps=(?P<steps>\d+) steps_per_s=(?P<sps>\d+) "
                         r"episodes=(?P<episodes>\d+) last10=(?P<last10>\S+)")
 
@@ -106,14 +109,17 @@ TARGET_SHARE = 0.50
 WARMUP_S = 15.0
 
 
-def _step_alone(env_id: str, kwargs: dict, envs: int, seconds: float, out: Any) -> None:
-    """One process: a batch of `envs` games as training steps them (EnvBatch: the same vector env and
-    preprocessing), random actions for `seconds`; its env steps/s into `out`."""
+def _step_alone(config: dict, seconds: float, out: Any) -> None:
+    """One process: the games of one of a validated config's actors, as training steps them (EnvBatch: the same
+    vector env and preprocessing), random actions for `seconds`; its env steps/s into `out`."""
     import numpy as np
 
     from framework.rl.envs import EnvBatch
+    from framework.rl.envs.info import env_info
 
-    batch = EnvBatch(env_id, kwargs, envs, seed=os.getpid())
+    info = env_info(config)
+    envs = info.envs_per_worker
+    batch = EnvBatch(info, envs, seed=os.getpid(), life_loss_done=info.life_loss_done)
     rng = np.random.default_rng(os.getpid())
     n, actions = 0, batch.action_head.size
     for _ in range(20):
@@ -126,18 +132,26 @@ def _step_alone(env_id: str, kwargs: dict, envs: int, seconds: float, out: Any) 
     batch.close()
 
 
-def env_alone_processes(env_id: str, kwargs: dict, envs: int, processes: int, seconds: float) -> float:
-    """Env steps/s of `processes` processes at once, each stepping `envs` games with random actions: what the
-    cores can emulate with nothing else to do."""
+def env_alone_processes(config: dict, processes: int, seconds: float) -> float:
+    """Env steps/s of `processes` processes at once, each stepping one actor's games of a validated config with
+    random actions: what the cores can emulate with nothing else to do."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
-    workers = [context.Process(target=_step_alone, args=(env_id, kwargs, envs, seconds, out))
-               for _ in range(processes)]
+    workers = [context.Process(target=_step_alone, args=(config, seconds, out)) for _ in range(processes)]
     for worker in workers:
         worker.start()
-    rates = [out.get(timeout=seconds + 300) for _ in workers]
+    rates, deadline = [], time.monotonic() + seconds + 300
+    while len(rates) < processes:
+        try:
+            rates.append(out.get(timeout=1.0))
+        except queue.Empty:
+            failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                for worker in workers:
+                    worker.kill()
+                raise RuntimeError(f"stepping the env alone failed (exit codes {failed})") from None
     for worker in workers:
         worker.join()
     return sum(rates)
@@ -146,20 +160,18 @@ def env_alone_processes(env_id: str, kwargs: dict, envs: int, processes: int, se
 def shipped_shares(seconds: float, quiet: float, patience_s: float) -> list[dict]:
     """Each shipped Atari config trained alone for `seconds` (its steady env steps/s past WARMUP_S), and its env
     stepped alone by as many processes as it has actors, each with its games."""
-    import yaml
-
     from experiments.common import steady_mean
+    from framework.train.config import load_config
     from framework.train.shipped_configs import choose
 
     found = []
     for label, env_id, config_name in SHIPPED:
-        path = REPO / "configs" / config_name if config_name else Path(choose(env_id, {}).path)
-        config = yaml.safe_load(path.read_text())
-        env = config["env"]
+        choice = choose(env_id, {}) if env_id else None
+        config = load_config(choice.path, choice.overrides) if choice else load_config(REPO / "configs" / config_name)
         with tempfile.TemporaryDirectory() as tmp:
             wait_for_quiet(quiet, patience_s)
             command = [sys.executable, "-m", "framework.train", "train", "--logdir", tmp,
-                       *(["--env", env_id] if env_id else ["--config", str(path)]),
+                       *(["--env", env_id] if env_id else ["--config", str(REPO / "configs" / config_name)]),
                        "--set", f"trainer.max_seconds={seconds}", "--set", "trainer.target_return=null",
                        "--set", "logging.progress=false", "--set", "logging.log_every_s=1"]
             started = load()
@@ -169,11 +181,11 @@ def shipped_shares(seconds: float, quiet: float, patience_s: float) -> list[dict
             run_dir = next(p for p in Path(tmp).iterdir() if p.is_dir())
             trained = steady_mean(run_dir, "perf/env_steps_per_s", WARMUP_S)
         wait_for_quiet(quiet, patience_s)
-        alone = env_alone_processes(env["id"], env.get("kwargs", {}), env["envs_per_worker"],
-                                    config["trainer"]["workers"], 20.0)
-        found.append({"label": label, "config": path.name, "model": config["model"].get("conv", "a3c"),
-                      "trained": trained, "alone": alone, "actors": config["trainer"]["workers"],
-                      "envs": env["envs_per_worker"], "load": started})
+        actors = config["trainer"]["workers"]
+        alone = env_alone_processes(config, actors, 20.0)
+        found.append({"label": label, "config": (choice.path.name if choice else config_name),
+                      "model": config["model"].get("conv", "a3c"), "trained": trained, "alone": alone,
+                      "actors": actors, "envs": config["env"]["envs_per_worker"], "load": started})
         print(f"{label}: {trained:,.0f} env steps/s against {alone:,.0f} alone", flush=True)
     return found
 
@@ -189,7 +201,10 @@ def share_section(shares: list[dict]) -> list[str]:
             "its games as training does (EnvBatch: the same AtariVectorEnv and preprocessing) with random actions, "
             f"for 20 s. The goal is {TARGET_SHARE:.0%}.",
             markdown_table(["what", "config", "env steps/s training", "env alone", "share", "goal met",
-                            "1-min load before"], rows)]
+                            "1-min load before"], rows),
+            "Where such a run's time goes, its actors' and its learner's apart, is in conv.md's py-spy profiles of "
+            "training Pong (`python -m experiments.bench_conv`): with one learner and two actors on two cores, an "
+            "IMPALA config steps its envs as fast as its learner's network learns from them."]
 
 
 # ---- training: hogshare and the reference --------------------------------------------------------------------
@@ -210,7 +225,7 @@ def train_ours(seconds: float, logdir: Path, settings: tuple[str, ...] = ()) -> 
 
 def train_torch(seconds: float) -> dict | None:
     """The reference's figures with 2 workers for `seconds`, or None without torch."""
-    if not torch_available():
+    if not torch_available(*TORCH_MODULES):
         return None
     started = load()
     out = run_baseline("torch_a3c_atari.py", 2, seconds, timeout=seconds + 600)
@@ -302,13 +317,14 @@ def plot_speed(speed: dict, path: Path) -> None:
                              gridspec_kw={"width_ratios": [3, 2] if profiled else [1]})
     rates = axes[0][0]
     env = speed["env"]
-    bars = [("env alone,\nwrappers x 2 cores", 2 * env["wrappers"], "tab:gray"),
-            (f"AtariVectorEnv\n({env['vector_envs']} envs) x 2 cores", 2 * env["vector"], "tab:gray"),
+    bars = [("env alone,\nwrappers\nx 2 cores", 2 * env["wrappers"], "tab:gray"),
+            (f"AtariVectorEnv,\n{env['vector_envs']} envs\nx 2 cores", 2 * env["vector"], "tab:gray"),
             ("PyTorch A3C,\n2 workers", speed["torch"]["steps_per_s"] if speed["torch"] else 0, "tab:red"),
-            (f"hogshare A3C,\n2 workers, LSTM, n-step {speed['n_steps']}", speed["ours"]["steps_per_second"],
+            (f"hogshare A3C,\n2 workers, LSTM,\nn-step {speed['n_steps']}", speed["ours"]["steps_per_second"],
              "tab:blue")]
     if speed.get("shipped"):
-        bars.append((f"hogshare A3C, shipped\nconfig ({shipped_model(speed)})",
+        model = shipped_model(speed).replace(", ", ",\n")
+        bars.append((f"hogshare A3C,\nshipped config\n({model})",
                      speed["shipped"]["steps_per_second"], "tab:cyan"))
     drawn = rates.bar([b[0] for b in bars], [b[1] for b in bars], color=[b[2] for b in bars])
     rates.bar_label(drawn, fmt="{:,.0f}", fontsize=8)
@@ -450,6 +466,9 @@ def main() -> None:
     parser.add_argument("--skip-speed", action="store_true", help=f"reuse {SPEED_JSON.name} instead of measuring")
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if not args.skip_speed and torch_available() and not torch_available(*TORCH_MODULES):
+        parser.error(f"{TORCH_PYTHON} has torch but cannot import {', '.join(TORCH_MODULES)}, which the PyTorch "
+                     "reference needs: pip install gymnasium ale-py opencv-python-headless there first")
     if args.skip_speed:
         speed = json.loads(SPEED_JSON.read_text())
     else:

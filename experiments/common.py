@@ -24,11 +24,11 @@ BASELINES = Path(os.environ.get("HOGSHARE_BASELINES", REPO.parent / "shared" / "
 TORCH_PYTHON = os.environ.get("HOGSHARE_TORCH_PYTHON", "/tmp/torchbase/bin/python")
 
 
-def torch_available() -> bool:
-    """True when the torch interpreter exists and can import torch."""
+def torch_available(*modules: str) -> bool:
+    """True when the torch interpreter exists and can import torch (and `modules`, a reference's own needs)."""
     if not Path(TORCH_PYTHON).exists():
         return False
-    probe = subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True)
+    probe = subprocess.run([TORCH_PYTHON, "-c", "import " + ", ".join(("torch", *modules))], capture_output=True)
     return probe.returncode == 0
 
 
@@ -215,13 +215,13 @@ def run_profile(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float] | No
     """Microseconds per env step of each phase of the runs' own profiles taken together, or None when a run has
     none.
 
-    A run's summary.json reports where its worker processes' time went as `profile`: seconds per phase (at least
+    A run's summary.json reports where its worker processes' time went as `profile`: `seconds` per phase (at least
     `env`, `act` and `learn`, and `sync`, `wait` and the others a run has), each summed over its worker
-    processes. A phase's seconds over the runs' env steps are what that phase costs a worker per env step it
+    processes, and their `wall_seconds`. A phase's seconds over the runs' env steps are what that phase costs a worker per env step it
     steps (the worker's own time, not the run's wall time). Runs of a framework that does not write the profile
     yet give None: the pages that show it then say it was not measured.
     """
-    profiles = [summary.get("profile") for summary in summaries]
+    profiles = [(summary.get("profile") or {}).get("seconds") for summary in summaries]
     if not profiles or not all(profiles):
         return None
     steps = sum(summary["env_steps"] for summary in summaries)

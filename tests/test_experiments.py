@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from extras import ATARI
+
 CHECKOUT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = CHECKOUT / "experiments"
 LIBRARIES = {"__init__", "common"}
@@ -54,3 +56,15 @@ def test_every_script_answers_help_and_does_nothing_else(script):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("usage:") and done.stderr == ""
     assert _results() == results
+
+
+@ATARI
+def test_bench_atari_steps_a_shipped_configs_games_alone_as_its_actors_build_them():
+    from experiments.bench_atari import env_alone_processes
+    from framework.train.config import load_config
+
+    config = load_config(CHECKOUT / "configs" / "impala_pong.yaml")
+    assert env_alone_processes(config, 1, 0.5) > 0
+    broken = {**config, "env": {**config["env"], "id": "NoSuchGame-v0"}}
+    with pytest.raises(RuntimeError, match="stepping the env alone failed"):
+        env_alone_processes(broken, 1, 0.5)
