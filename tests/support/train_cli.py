@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -69,6 +69,23 @@ def only_run_dir(logdir: Path) -> Path:
     runs = [p for p in logdir.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+def first_run_at_its_target(train: Callable[..., subprocess.CompletedProcess], directory: Path,
+                            configs: dict[int, dict]) -> tuple:
+    """`train(--config, PATH, --logdir, DIR)` (`run_cli` with its command, or a test's own) with each config (keyed
+    by seed) in turn until one stops at its target_return: its completed process, run directory and summary. Asynchronous A3C's policy collapses onto one action on rare CartPole
+    runs (a few in CI-like suites, loaded or not): tests of what a run that learned holds try the next seed then, and
+    fail when none learns."""
+    for seed, config in configs.items():
+        logdir = directory / f"runs-{seed}"
+        done = train("--config", write_config(directory / f"config-{seed}.yaml", config), "--logdir", logdir)
+        assert done.returncode == 0, done.stderr
+        run_dir = only_run_dir(logdir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        if summary["stop_reason"] == "target_return reached":
+            return done, run_dir, summary
+    raise AssertionError(f"no seed of {sorted(configs)} reached its target_return: {summary}")
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
