@@ -37,10 +37,10 @@ CONTINUOUS_DEFAULT = "a3c_continuous.yaml"
 ATARI_DEFAULT = "impala_pong.yaml"
 PREFERRED = {"ALE/Pong-v5": "impala_pong.yaml", "ALE/Breakout-v5": "impala_breakout.yaml",
              "HalfCheetah-v5": "appo_halfcheetah.yaml", "Hopper-v5": "appo_hopper.yaml",
-             "Walker2d-v5": "appo_walker2d.yaml"}
+             "Walker2d-v5": "appo_walker2d.yaml", "BipedalWalker-v3": "appo_bipedalwalker.yaml"}
 """The config `--env` takes for an id several shipped configs are made for: on 2 cores IMPALA learned Pong in
 51 minutes where A3C's config had reached 5.6 after 65 (experiments/results/actor_learner.md), and APPO's MuJoCo
-configs learn more in rl-zoo's budget of env steps than A3C's (experiments/results/zoo.md)."""
+and BipedalWalker configs learn more in rl-zoo's budget of env steps than A3C's (experiments/results/zoo.md)."""
 
 
 def configs_dir() -> Path:

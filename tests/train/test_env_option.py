@@ -16,7 +16,7 @@ from train_cli import CONFIGS, only_run_dir, run_cli
                                             ("ALE/Breakout-v5", "impala_breakout.yaml"),
                                             ("HalfCheetah-v5", "appo_halfcheetah.yaml"), ("Hopper-v5", "appo_hopper.yaml"),
                                             ("Walker2d-v5", "appo_walker2d.yaml"),
-                                            ("BipedalWalker-v3", "a3c_bipedalwalker.yaml")])
+                                            ("BipedalWalker-v3", "appo_bipedalwalker.yaml")])
 def test_an_id_with_a_shipped_config_takes_it_as_it_is(env_id, config):
     choice = shipped_configs.choose(env_id)
     assert (choice.path, choice.overrides) == (CONFIGS / config, ())
