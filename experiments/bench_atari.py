@@ -167,11 +167,12 @@ def shipped_shares(seconds: float, quiet: float, patience_s: float) -> list[dict
     found = []
     for label, env_id, config_name in SHIPPED:
         choice = choose(env_id, {}) if env_id else None
-        config = load_config(choice.path, choice.overrides) if choice else load_config(REPO / "configs" / config_name)
+        path, overrides = (choice.path, choice.overrides) if choice else (REPO / "configs" / config_name, ())
+        config = load_config(path, overrides)
         with tempfile.TemporaryDirectory() as tmp:
             wait_for_quiet(quiet, patience_s)
             command = [sys.executable, "-m", "framework.train", "train", "--logdir", tmp,
-                       *(["--env", env_id] if env_id else ["--config", str(REPO / "configs" / config_name)]),
+                       *(["--env", env_id] if env_id else ["--config", str(path)]),
                        "--set", f"trainer.max_seconds={seconds}", "--set", "trainer.target_return=null",
                        "--set", "logging.progress=false", "--set", "logging.log_every_s=1"]
             started = load()
@@ -183,7 +184,7 @@ def shipped_shares(seconds: float, quiet: float, patience_s: float) -> list[dict
         wait_for_quiet(quiet, patience_s)
         actors = config["trainer"]["workers"]
         alone = env_alone_processes(config, actors, 20.0)
-        found.append({"label": label, "config": (choice.path.name if choice else config_name),
+        found.append({"label": label, "config": path.name,
                       "model": config["model"].get("conv", "a3c"), "trained": trained, "alone": alone,
                       "actors": actors, "envs": config["env"]["envs_per_worker"], "load": started})
         print(f"{label}: {trained:,.0f} env steps/s against {alone:,.0f} alone", flush=True)

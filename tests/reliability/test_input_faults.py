@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from framework.train.checkpoint import load_checkpoint
-from reliability_support import fast_config, only_run_dir, run_cli, short_run, write_config
+from reliability_support import fast_config, run_cli, short_run, write_config
 from train_cli import first_run_at_its_target, snapshot
 
 pytestmark = pytest.mark.timeout(120)
