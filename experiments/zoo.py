@@ -17,7 +17,7 @@ machine ran meanwhile. --speed-only times a measured row without training it aga
 
 usage: python -m experiments.zoo --task halfcheetah [--seeds 3] [--first-seed 0] [--max-seconds S]
            [--speed-seconds 60 [--speed-only]] [--set KEY=VALUE ...]
-       python -m experiments.zoo --task pong --score RUN_DIR [RUN_DIR ...]   (runs trained, or resumed, by hand)
+       python -m experiments.zoo --task pong --score RUN_DIR [RUN_DIR ...] [--add]   (runs trained, or resumed, by hand)
        python -m experiments.zoo --write     (only rewrite zoo.md and the plots from zoo.json)
 """
 from __future__ import annotations
@@ -244,6 +244,29 @@ def speeds(task: Task, seconds: float, overrides: list[str]) -> dict:
             "sb3_ppo": sb3_speed(task, seconds, "ppo")}
 
 
+def seeds_named(seeds) -> str:
+    """'seed 0' or 'seeds 0, 2'."""
+    seeds = sorted(seeds)
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+def with_earlier_runs(earlier: dict | None, entry: dict) -> dict:
+    """A row made of entry's runs and those of the row measured before with the same config and overrides (the new
+    run of a seed replaces its earlier one); when, where and how loaded each part was measured is kept."""
+    if earlier is None or (earlier["config"], earlier["overrides"]) != (entry["config"], entry["overrides"]):
+        shown = "none" if earlier is None else " + ".join([earlier["config"], *earlier["overrides"]])
+        raise ValueError(f"no earlier row of {' + '.join([entry['config'], *entry['overrides']])} to add to "
+                         f"(the row measured before: {shown})")
+    new_seeds = {r["seed"] for r in entry["runs"]}
+    kept = [r for r in earlier["runs"] if r["seed"] not in new_seeds]
+    if not kept:
+        return entry
+    before, now = seeds_named(r["seed"] for r in kept), seeds_named(new_seeds)
+    joined = {key: earlier[key] if earlier[key] == entry[key] else f"{earlier[key]} ({before}) and {entry[key]} ({now})"
+              for key in ("measured", "machine", "load")}
+    return {**earlier, **entry, **joined, "runs": sorted(kept + entry["runs"], key=lambda r: r["seed"])}
+
+
 def mean_std(values: list[float], digits: int = 0) -> str:
     std = statistics.pstdev(values) if len(values) > 1 else 0.0
     return f"{statistics.mean(values):,.{digits}f} ± {std:,.{digits}f}"
@@ -382,6 +405,9 @@ def main() -> None:
                         help="only time the two sides (for --speed-seconds) and add them to the task's measured row")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an override of the shipped config (a trial; the row says so)")
+    parser.add_argument("--add", action="store_true",
+                        help="with --score: add the runs to the row measured before with the same config and "
+                             "overrides, replacing its runs of the same seeds")
     parser.add_argument("--write", action="store_true", help="only rewrite zoo.md and the plots from zoo.json")
     parser.add_argument("--score", nargs="+", type=Path, metavar="RUN_DIR",
                         help="with --task: make the row from these finished run directories of its config (each "
@@ -403,6 +429,8 @@ def main() -> None:
             parser.error(f"--task {task.name}: needs the {EXTRAS[task.needs]} extra: pip install -e "
                          f"'.[{EXTRAS[task.needs]}]'")
         started = load()
+        if args.add and not args.score:
+            parser.error("--add: only with --score RUN_DIR ...")
         if args.score:
             runs = [scored(task, yaml.safe_load((d / "config.yaml").read_text())["seed"], d.resolve())
                     for d in args.score]
@@ -416,6 +444,11 @@ def main() -> None:
             entry.update(speeds(task, args.speed_seconds, args.set))
         else:  # SB3's side does not change with hogshare's config
             entry.update({k: v for k, v in results.get(task.name, {}).items() if k in ("sb3", "sb3_ppo")})
+        if args.add:
+            try:
+                entry = with_earlier_runs(results.get(task.name), entry)
+            except ValueError as exc:
+                parser.error(f"--add: {exc}")
         results[task.name] = entry
         store.write_text(json.dumps(results, indent=1) + "\n")
     print(write(results).read_text())

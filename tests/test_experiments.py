@@ -68,3 +68,29 @@ def test_bench_atari_steps_a_shipped_configs_games_alone_as_its_actors_build_the
     broken = {**config, "env": {**config["env"], "id": "NoSuchGame-v0"}}
     with pytest.raises(RuntimeError, match="stepping the env alone failed"):
         env_alone_processes(broken, 1, 0.5)
+
+
+def _row(config: str, measured: str, seeds: dict[int, float], overrides: tuple[str, ...] = ()) -> dict:
+    return {"config": config, "overrides": list(overrides), "measured": measured, "machine": "vm", "load": "quiet",
+            "runs": [{"seed": seed, "score": score} for seed, score in seeds.items()]}
+
+
+def test_a_zoo_row_scored_by_parts_keeps_each_seeds_latest_run_and_says_when_each_part_was_measured():
+    from experiments.zoo import with_earlier_runs
+
+    earlier = {**_row("impala_breakout.yaml", "2026-12-04", {0: 278.0, 1: 150.0}), "sb3": {"steps_per_second": 709}}
+    row = with_earlier_runs(earlier, _row("impala_breakout.yaml", "2026-12-06", {1: 300.0}))
+    assert [(r["seed"], r["score"]) for r in row["runs"]] == [(0, 278.0), (1, 300.0)]
+    assert row["measured"] == "2026-12-04 (seed 0) and 2026-12-06 (seed 1)"
+    assert row["machine"] == "vm" and row["sb3"] == {"steps_per_second": 709}
+    assert with_earlier_runs(earlier, _row("impala_breakout.yaml", "2026-12-06", {0: 1.0, 1: 2.0}))["measured"] \
+        == "2026-12-06"
+
+
+@pytest.mark.parametrize("earlier", [None, _row("impala_pong.yaml", "2026-12-04", {0: 18.0}),
+                                     _row("impala_breakout.yaml", "2026-12-04", {0: 278.0}, ("optimizer.lr=0.001",))])
+def test_a_zoo_row_takes_runs_of_its_own_config_and_overrides_only(earlier):
+    from experiments.zoo import with_earlier_runs
+
+    with pytest.raises(ValueError, match="no earlier row of impala_breakout.yaml to add to"):
+        with_earlier_runs(earlier, _row("impala_breakout.yaml", "2026-12-06", {1: 300.0}))

@@ -8,11 +8,24 @@ from ..device import array_module
 from .optimizer import Optimizer, check_range
 
 
+def ratio_bound(beta1: float, beta2: float) -> float | None:
+    """The largest |m| / sqrt(v) Adam's running averages reach from zero state, whatever the gradients, with a
+    margin for rounding: (1 - b1) / sqrt((1 - b2) (1 - b1^2 / b2)) by Cauchy-Schwarz. None when b1^2 >= b2,
+    where there is no bound."""
+    if beta1 ** 2 >= beta2:
+        return None
+    return 1.001 * (1 - beta1) / math.sqrt((1 - beta2) * (1 - beta1 ** 2 / beta2))
+
+
 class Adam(Optimizer):
     """m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
 
-    With amsgrad, v is replaced by its running maximum in the denominator.
+    With amsgrad, v is replaced by its running maximum in the denominator. Lock-free workers sharing the state
+    stay within Adam's step size: sqrt(v) is floored at |m| / ratio_bound(beta1, beta2), which one process's
+    state never falls below (see Optimizer).
     """
+
+    temporaries = 2
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False) -> None:
@@ -41,20 +54,29 @@ class Adam(Optimizer):
         if group["weight_decay"]:
             grad = grad + group["weight_decay"] * param
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        numerator, denom = scratch
         exp_avg *= beta1
-        xp.multiply(grad, 1 - beta1, out=scratch)
-        exp_avg += scratch
+        xp.multiply(grad, 1 - beta1, out=denom)
+        exp_avg += denom
         exp_avg_sq *= beta2
-        xp.multiply(grad, grad, out=scratch)
-        scratch *= 1 - beta2
-        exp_avg_sq += scratch
+        xp.multiply(grad, grad, out=denom)
+        denom *= 1 - beta2
+        exp_avg_sq += denom
         denom_source = exp_avg_sq
         if group["amsgrad"]:
             denom_source = state["max_exp_avg_sq"]
             xp.maximum(denom_source, exp_avg_sq, out=denom_source)
-        xp.sqrt(denom_source, out=scratch)
-        scratch *= 1 / math.sqrt(1 - beta2 ** step)
-        scratch += group["eps"]
-        xp.divide(exp_avg, scratch, out=scratch)
-        scratch *= -group["lr"] / (1 - beta1 ** step)
-        param += scratch
+        numerator[...] = exp_avg  # m read once: the step bounds what it divides
+        bound = ratio_bound(beta1, beta2)
+        if bound is None:
+            xp.sqrt(denom_source, out=denom)
+        else:  # sqrt(max(v, (m / bound)^2)): sqrt(v) itself unless lock-free workers raced
+            xp.multiply(numerator, numerator, out=denom)
+            denom *= 1 / bound ** 2
+            xp.maximum(denom, denom_source, out=denom)
+            xp.sqrt(denom, out=denom)
+        denom *= 1 / math.sqrt(1 - beta2 ** step)
+        denom += group["eps"]
+        xp.divide(numerator, denom, out=denom)
+        denom *= -group["lr"] / (1 - beta1 ** step)
+        param += denom

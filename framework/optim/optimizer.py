@@ -16,6 +16,14 @@ count of the group to the first one's plus one (lock-free workers may race on
 the shared counts; this keeps them equal). The per-parameter path skips
 parameters whose `.grad` is None and counts steps per parameter, as torch.
 
+Lock-free workers also read state another worker is writing, and lose some
+of each other's writes (each update is a read-modify-write): Adam's m can hold
+a gradient its v lacks, RMSprop's v can lack the worker's own, and a parameter
+would then move by about lr / eps. Each update's denominator is floored at
+the least a single process's state implies (never binding there, so one
+process steps exactly as torch), which keeps every step within its optimizer's
+step size.
+
 An optimizer pickled to another process (a spawn argument, a `sharing` queue)
 carries its state arrays (as handles when shared, so both processes update
 the same memory) and its parameters, which resolve to the received model's
@@ -71,6 +79,9 @@ class Optimizer:
     initial_state: Dict[str, float] = {}
     """The value a state array starts at, where it is not 0."""
 
+    temporaries = 1
+    """The scratch arrays like param that `_update` needs (more than one arrive stacked)."""
+
     def state_keys(self, group: Dict[str, Any]) -> Tuple[str, ...]:
         """Names of the element-wise state arrays the group needs (besides the step counts)."""
         raise NotImplementedError
@@ -78,7 +89,8 @@ class Optimizer:
     def _update(self, group: Dict[str, Any], param: Any, grad: Any, state: Dict[str, Any], step: float,
                 scratch: Any) -> None:
         """Update `param` in place from `grad` (never modified); `state` maps state_keys to arrays shaped like
-        param; `step` is this update's step number (1 for the first); `scratch` a temporary like param."""
+        param; `step` is this update's step number (1 for the first); `scratch` a temporary like param (with
+        `temporaries` > 1, that many stacked: shape (temporaries, *param.shape))."""
         raise NotImplementedError
 
     def _state_dict_keys(self, group: Dict[str, Any], started: bool) -> Tuple[str, ...]:
@@ -202,7 +214,7 @@ class Optimizer:
                 with on_device(device_of(data)):
                     steps.fill(step)
                     self._update(group, data, grad, {k: flat[k] for k in self.state_keys(group)}, step,
-                                 self._scratch_for(index, data, data.size))
+                                 self._scratch_for(index, data))
                 continue
             for p in group["params"]:
                 if p._grad is None:
@@ -212,18 +224,20 @@ class Optimizer:
                 with on_device(device_of(data)):
                     count = entry["step"]
                     count += 1
-                    scratch = self._scratch_for(index, data, data.size).reshape(data.shape)
-                    self._update(group, data, p._grad._data, entry, float(count), scratch)
+                    self._update(group, data, p._grad._data, entry, float(count), self._scratch_for(index, data))
         return loss
 
-    def _scratch_for(self, index: int, like: Any, size: int) -> Any:
-        """A flat temporary of `size` elements of `like`'s dtype on its device (kept between steps)."""
+    def _scratch_for(self, index: int, like: Any) -> Any:
+        """`temporaries` arrays shaped and typed like `like` on its device (stacked when more than one), views of
+        one flat buffer per group kept between steps."""
+        size = like.size * self.temporaries
         scratch = self._scratch[index]
         device = device_of(like)
         if scratch is None or scratch.size < size or scratch.dtype != like.dtype or device_of(scratch) != device:
             with on_device(device):
                 scratch = self._scratch[index] = array_module(like).empty((size,), like.dtype)
-        return scratch[:size] if scratch.size != size else scratch
+        shape = like.shape if self.temporaries == 1 else (self.temporaries, *like.shape)
+        return scratch[:size].reshape(shape)
 
     # ---- state_dict -----------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:

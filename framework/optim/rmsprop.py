@@ -14,7 +14,9 @@ class RMSprop(Optimizer):
     `centered` uses s - mean(g)^2 as the variance estimate; `momentum` keeps a
     buffer b = momentum b + g / denom and steps by lr * b. With
     `eps_inside_sqrt=True` the denominator is sqrt(s + eps), the form Mnih et
-    al. (2016) use for A3C's shared RMSprop.
+    al. (2016) use for A3C's shared RMSprop. Lock-free workers sharing s stay
+    within RMSprop's step size: s is floored at the worker's own (1-alpha) g^2,
+    which one process's s always holds (see Optimizer); not the centered form.
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
@@ -59,8 +61,9 @@ class RMSprop(Optimizer):
             xp.multiply(grad_avg, grad_avg, out=scratch)
             xp.subtract(square_avg, scratch, out=scratch)
             source = scratch
-        else:
-            source = square_avg
+        else:  # v >= (1 - alpha) g^2 in one process; a lock-free worker's v can have lost its own gradient
+            xp.maximum(square_avg, scratch, out=scratch)
+            source = scratch
         if group["eps_inside_sqrt"]:
             xp.add(source, eps, out=scratch)
             xp.sqrt(scratch, out=scratch)

@@ -100,3 +100,14 @@ def train_locally_and_report(rank, model, opt, report) -> None:
         local_opt.step()
     report.put({"rank": rank, "loss": float(loss.item()), "cupy": "cupy" in sys.modules,
                 "cuda_user": guard._initialised_pid is not None})
+
+
+def lock_free_rounds(model, opt, gradient, rounds, steps, barrier) -> None:
+    """Lock-free optimizer steps with a constant gradient on a shared model, `steps` a round, between the parent's
+    resets of the parameters and the state (a barrier on each side of a round)."""
+    for _ in range(rounds):
+        barrier.wait()
+        for _ in range(steps):
+            model.arena.grad[...] = gradient
+            opt.step()
+        barrier.wait()

@@ -127,6 +127,41 @@ def test_hogwild_workers_update_one_shared_model():
     assert np.all(moved > 5 * 0.02 - 1e-5) and np.all(moved < 10 * 0.02 + 1e-5)
 
 
+LR = 1e-3
+STEP_BOUNDS = {"adam": LR / np.sqrt(1 - 0.9 ** 2 / 0.999), "rmsprop": LR / np.sqrt(1 - 0.99)}
+"""The largest step of each optimizer (defaults apart from lr) once its denominator is floored."""
+
+
+@pytest.mark.parametrize("name", sorted(STEP_BOUNDS))
+def test_lock_free_workers_never_step_beyond_their_optimizers_step_size(name):
+    """One worker steps a shared optimizer with gradient 1, the other with 0, from zero state each round: each
+    reads the state while the other writes it, and either can lose the other's writes (read-modify-writes). Had a
+    step divided a gradient by a second moment without it (Adam's m holding the first's gradient, or RMSprop's v
+    having lost a worker's own), a parameter would move by about lr / eps (1e5 here)."""
+    rounds, steps = 80, 3
+    model = nn.Linear(1_000_000, 1, bias=False).share_memory()
+    opt = {"adam": optim.Adam, "rmsprop": optim.RMSprop}[name](model.parameters(), lr=LR).share_memory()
+    ctx = sharing.get_context("fork")
+    barrier = ctx.Barrier(3)
+    children = [ctx.Process(target=core_workers.lock_free_rounds, args=(model, opt, gradient, rounds, steps, barrier))
+                for gradient in (1.0, 0.0)]
+    for child in children:
+        child.start()
+    moved = []
+    for _ in range(rounds):
+        model.arena.data[...] = 0
+        for state in opt.state.values():
+            for array in state.values():
+                array[...] = 0
+        barrier.wait(TIMEOUT)
+        barrier.wait(TIMEOUT)
+        moved.append(float(np.abs(model.arena.data).max()))
+    for child in children:
+        child.join(TIMEOUT)
+        assert child.exitcode == 0
+    assert max(moved) <= 2 * steps * STEP_BOUNDS[name], moved
+
+
 def test_unshared_arena_is_shared_when_sent():
     model = nn.Linear(2, 2)
     arena = model.pack_parameters()

@@ -29,7 +29,7 @@ LEARN = dict(trainer={"total_steps": 150_000, "target_return": 100, "target_wind
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """One short CartPole run shared by the tests that inspect its results: seed 1's, or seed 2's where seed 1's
-    collapses (`first_run_at_its_target`); when neither learns within three times the steps the slowest of 12
+    does not learn (`first_run_at_its_target`); when neither learns within three times the steps the slowest of 12
     needed, the tests fail, as they should."""
     done, run_dir, _ = first_run_at_its_target(functools.partial(run_cli, "train"), tmp_path_factory.mktemp("learn"),
                                                {seed: cartpole_config(seed=seed, **LEARN) for seed in (1, 2)})
