@@ -107,6 +107,26 @@ def test_update_rules(cls, ref, options, pack):
     assert all(float(opt.state[p]["step"]) == 5 for p in params)
 
 
+@pytest.mark.parametrize("betas", [(0.9, 0.999), (0.8, 0.9), (0.0, 0.99)])
+def test_adams_floor_on_v_never_binds_in_one_process_even_at_the_largest_ratio_of_m_to_sqrt_v(betas):
+    """Gradients growing as (b2 / b1)^k drive |m| / sqrt(v) towards its supremum (b1 = 0: any first step reaches
+    it), the bound the lock-free floor uses: one process still steps as torch's rule does."""
+    from framework.optim.adam import ratio_bound
+
+    b1, b2 = betas
+    param = F.zeros(3, dtype=F.float64, requires_grad=True)
+    opt = optim.Adam([param], lr=0.01, betas=betas)
+    expected, state, largest = np.zeros(3), {}, 0.0
+    for t in range(1, 61):
+        g = np.array([1.0, -1.0, 0.5]) * (b2 / b1 if b1 else 1.0) ** t
+        param.grad = F.tensor(g)
+        opt.step()
+        expected = ref_adam(expected, g, state, t, lr=0.01, betas=betas)
+        np.testing.assert_allclose(param.detach().numpy(), expected, rtol=1e-12, atol=0)
+        largest = max(largest, np.abs(state["m"] / np.sqrt(state["v"])).max())
+    assert largest > 0.95 * ratio_bound(b1, b2) / 1.001
+
+
 def test_rmsprop_tf_like_starts_its_average_at_one_in_shared_memory_and_steps_gently():
     """The first step is about lr * g, where torch's RMSprop moves every parameter by about 10 * lr."""
     moved = {}
