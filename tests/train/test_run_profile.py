@@ -22,4 +22,5 @@ def test_a_runs_profile_accounts_for_its_workers_time_by_phase(tmp_path, algorit
     assert f"profile of the workers' {wall:.1f} s: " in done.stdout
     shares = {name: [e.value for e in events(run_dir).Scalars(f"profile/{name}")] for name in PHASES}
     assert all(0.0 <= value <= 1.0 for values in shares.values() for value in values)
-    assert (np.sum(list(shares.values()), axis=0) <= 1.01).all() and max(shares["env"]) > 0  # two clocks, one lag
+    totals = np.sum(list(shares.values()), axis=0)  # two clocks: a worker's late report moves time to the next
+    assert totals.mean() <= 1.01 and (totals <= 1.5).all() and max(shares["env"]) > 0  # interval under load
