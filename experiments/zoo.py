@@ -124,7 +124,12 @@ TRIED = {
                 "`env.life_loss_done`); its returns are whole games in points, as rl-zoo's. As first measured, on "
                 "seed 0, it missed rl-zoo's A2C figure by 2 points (0.7%), its mean return still climbing at the end "
                 "of the budget (200 at 9.6 M steps, 278 over the last 100 games at 10 M); the run shared the 2 cores "
-                "with the MuJoCo and BipedalWalker rows and the test suite for its first 80 minutes of 140.",
+                "with the MuJoCo and BipedalWalker rows and the test suite for its first 80 minutes of 140. Seed 1 "
+                "(2026-12-06, the same config, alone apart from short tests in its first 20 minutes and two test "
+                "suites later) scored 245, also still climbing (119 at 7.4 M, 188 at 9.3 M): the row's mean is 66% "
+                "of rl-zoo's PPO figure and both seeds are below its A2C one. Both curves suggest a longer budget, "
+                "not a plateau; rl-zoo's PPO gets more from the same budget with its epochs over each batch, which "
+                "APPO (hogshare's PPO) has not yet been given on Breakout.",
     "bipedalwalker": "A3C with rl-zoo's A2C settings for the task came first (`a3c_bipedalwalker.yaml`: 16 envs as 2 "
                      "workers of 8, 8-step rollouts, GAE 0.9, RMSprop 9.6e-4 decaying to 0, log std from -2, "
                      "observations and rewards normalised): 3 seeds on 2026-12-04 scored 107 ± 131 (276, -45, 88): "
