@@ -218,8 +218,8 @@ def run_profile(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float] | No
     A run's summary.json reports where its worker processes' time went as `profile`: `seconds` per phase (at least
     `env`, `act` and `learn`, and `sync`, `wait` and the others a run has), each summed over its worker
     processes, and their `wall_seconds`. A phase's seconds over the runs' env steps are what that phase costs a
-    worker per env step it steps (the worker's own time, not the run's wall time). Runs of a framework that does not write the profile
-    yet give None: the pages that show it then say it was not measured.
+    worker per env step it steps (the worker's own time, not the run's wall time). Runs of a framework that does
+    not write the profile yet give None: the pages that show it then say it was not measured.
     """
     profiles = [(summary.get("profile") or {}).get("seconds") for summary in summaries]
     if not profiles or not all(profiles):

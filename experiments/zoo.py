@@ -102,8 +102,9 @@ TRIED = {
               "1,020 after 0.92 M with rl-zoo's own layout (one env per actor, 512-step rollouts). Stable-Baselines3 "
               "2.9.2's PPO itself, with rl-zoo's Hopper settings (ppo.yml's Hopper-v4 entry) on Hopper-v5, seed 0, on "
               "this machine (`experiments.sb3_score --algo ppo Hopper-v5 1e6 --seed 0`), scored 997 ± 4 over 10 "
-              "greedy episodes after 1 M steps (857 over its last 100 training episodes): it stands too. The row falls short where rl-zoo's own settings do on this version of the "
-              "env; rl-zoo's 2,410 is Hopper-v3's, over its own seeds.",
+              "greedy episodes after 1 M steps (857 over its last 100 training episodes): it stands too. The row "
+              "falls short where rl-zoo's own settings do on this version of the env; rl-zoo's 2,410 is Hopper-v3's, "
+              "over its own seeds.",
     "pong": "IMPALA rather than A3C: on 2 cores its Pong config reached 18 in 51 minutes (5.9 M env steps) where "
             "A3C's was at 5.6 after 65 (experiments/results/actor_learner.md). Runs before the shipped config, all "
             "seed 0: with torch's RMSprop (that 51-minute config) a run lost every unit of its first convolution "

@@ -213,8 +213,8 @@ def test_resume_applies_optimizer_overrides_and_refuses_structural_changes(watch
                    "(today: it ends at once, exit 0, `target_return reached`, 0 env steps/s); the same target stops "
                    "it only once episodes of its own keep the window's mean at it (more env steps than saved)")
 def _run_that_reached_its_target(watch, tmp_path, target: int) -> tuple:
-    """A CartPole run stopped at `target` (window 20), and its summary (a second seed where the first collapses:
-    this file tests what a resume does with a target, not how often A3C learns)."""
+    """A CartPole run stopped at `target` (window 20), and its summary (a second seed where the first does not
+    learn: this file tests what a resume does with a target, not how often A3C learns)."""
     _, run_dir, summary = first_run_at_its_target(functools.partial(run_cli, watch), tmp_path, {seed: fast_config(
         seed=seed, trainer={"target_return": target, "target_window": 20, "total_steps": 60_000}) for seed in (3, 4)})
     return run_dir, summary
