@@ -159,8 +159,7 @@ class TrajectoryActor(RolloutWorker):
         if slot is None:
             return
         version = self.sync()
-        self.rollout(self.buffer.slot_views(slot))
-        self.buffer.publish(slot, version)
+        self.rollout(self.buffer.slot_views(slot), lambda: self.buffer.publish(slot, version))
 
 
 class Learner(LocalModelWorker, abc.ABC):

@@ -158,10 +158,12 @@ class TrajectoryBuffer:
     def take(self, learner: int, batch: int, max_wait_s: float,
              stopping: Callable[[], bool]) -> tuple[np.ndarray, float]:
         """(slots, seconds waited): the `batch` oldest FULL slots, now READING by learner; fewer (at least one)
-        once max_wait_s has passed; none when stopping() became true while waiting."""
+        once max_wait_s has passed; none when stopping() became true while waiting with fewer (a batch that was
+        full when it became true is still taken)."""
         start, poll = time.monotonic(), POLL_S
         while True:
             waited = time.monotonic() - start
+            stopped = stopping()  # before the look: an actor publishes a slot before counting its steps
             ready = int((self.status == FULL).sum())  # a look without the lock
             if ready >= batch or (ready and waited >= max_wait_s):
                 with self.lock:
@@ -170,7 +172,7 @@ class TrajectoryBuffer:
                         chosen = full[np.argsort(self.filled_at[full], kind="stable")[:batch]]
                         self.status[chosen] = READING + learner
                         return chosen, waited
-            if stopping():
+            if stopped:
                 return np.zeros(0, dtype=np.int64), time.monotonic() - start
             poll = _sleep(poll)
 

@@ -1,5 +1,6 @@
 """The trajectory buffer's protocol: slots handed over by index between real processes, bounded waits that are
 counted, nothing lost or duplicated, slots of a killed holder taken back (rl.trajectories)."""
+import math
 import time
 
 import numpy as np
@@ -135,6 +136,21 @@ def test_waiting_actors_and_learners_return_when_the_run_stops():
     assert buffer.acquire(0, 0.0, stopping)[0] is None
     assert buffer.take(0, 1, 0.0, stopping)[0].size == 0
     assert buffer.status[slot] == WRITING
+
+
+def test_a_batch_whose_last_slot_is_published_as_the_run_stops_is_still_taken():
+    """An actor publishes its slot, then counts the steps that reach the run's budget: whenever the learner looks,
+    a stop it sees comes after that slot is FULL (here the last slot is published inside stopping())."""
+    buffer = _buffer(actors=2, slots_per_actor=1)
+    first = _fill(buffer, 0, 3)
+    last, _, _ = buffer.acquire(1, 1.0, _never)
+
+    def publish_then_stop() -> bool:
+        if buffer.status[last] == WRITING:
+            buffer.publish(last, 3)
+        return True
+
+    assert sorted(buffer.take(0, 2, math.inf, publish_then_stop)[0].tolist()) == sorted([first, last])
 
 
 @pytest.mark.parametrize("role", ["actor", "learner"])
