@@ -84,9 +84,14 @@ TRIED = {
                    + "Before those settings, on seed 0: 8 envs x 8 steps with a shared body -407, the same with "
                    "separate bodies 1,120, Adam decaying to 0 562 ± 806, rl-zoo's A2C settings as they are (1 env "
                    "per worker, 5 steps, RMSprop 7e-4) 360, orthogonal initialisation 817 ± 1,020. APPO with rl-zoo's "
-                   "PPO settings for the task as far as an asynchronous learner takes them (the shipped config) "
-                   "scored 5,100 on seed 0 in a trial run: PPO's epochs over each batch get more from the budget's "
-                   "env steps than A3C's one update.",
+                   "PPO settings for the task as far as an asynchronous learner took them (10 epochs of 64-sample "
+                   "minibatches at Adam 1e-4, the actors never waiting for an update) scored 5,381, 4,318 and 3,611 "
+                   "(4,437 ± 728, 2026-12-04): PPO's epochs over each batch get more from the budget's env steps than "
+                   "A3C's one update, but a learner slower than the actors took each trajectory about 2.5 batches "
+                   "after it was acted (see Walker2d). The row (2026-12-06) is ppo.yml's own settings, 20 epochs at "
+                   "Adam 2.06e-5, with the actors and the learner taking turns (`algorithm.synchronous`): every seed "
+                   "above rl-zoo's A2C figure, the mean 84% of its PPO figure, the seeds' spread down from 728 to "
+                   "292. Its 3 seeds ran at once beside the Walker2d row's (6 runs on 2 cores).",
     "hopper": A3C_MUJOCO.format(task="hopper", a3c="445 ± 56")
               + "APPO then, seed 0: with first settings of its own (Adam 3e-4, 10 epochs, gamma 0.99, GAE(0.95), "
               "clip 0.2) its training return reached 740 at 300 k steps and fell back to about 250; with rl-zoo's PPO "
@@ -145,11 +150,19 @@ TRIED = {
                      "samples a batch) learned more slowly (210 at 3.1 M, when it was stopped). Seeds 0-1 shared "
                      "the 2 cores with each other and the test suite, seed 2 with the synchronous trial.",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
-                + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with rl-zoo's PPO settings "
-                "for the task as far as an asynchronous learner takes them (the shipped config) scored 2,670 on seed "
-                "0 in a trial run and 1,641 on the same seed in the row's (asynchronous runs differ on one seed); its "
-                "3 seeds score 3.8 times what A3C's did, and 64% of rl-zoo's PPO figure; every seed's training return "
-                "was still climbing over the budget's last 400 k steps (the plot).",
+                + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with settings first taken "
+                "for rl-zoo's (256-256 ReLU bodies apart, log std from -2, 10 epochs of 64-sample minibatches, Adam "
+                "1e-4, asynchronous: HalfCheetah's and Hopper's policy, which ppo.yml's Walker2d entry does not use) "
+                "scored 1,641, 2,084 and 2,996 (2,241 ± 564, 2026-12-04): a learner slower than the actors takes "
+                "each trajectory about 2.5 batches after it was acted (a policy lag of 200 updates), and with a "
+                "std of e^-2 those updates move the policy far enough that 0.63-0.70 of each batch's samples were "
+                "clipped (Stable-Baselines3's PPO with rl-zoo's settings clips 0.10-0.20, its approximate KL "
+                "0.003-0.005 against 0.04-0.12). Tried on seeds 0-2 (2026-12-06, three runs at once): 20 epochs "
+                "(policy lag 400, clip fraction 0.8) 746, 555 and 525; PPO's turns (`algorithm.synchronous`, 1,024 "
+                "samples a batch) 749, 2,910 and 304. The row is ppo.yml's own Walker2d settings: Stable-Baselines3's "
+                "default policy (64-64 tanh bodies apart, orthogonal initialisation, log std from 0), 20 epochs of "
+                "32-sample minibatches at Adam 5.05e-5, taking turns (clip fraction 0.19-0.23, approximate KL "
+                "0.003-0.004); its 3 seeds ran at once beside the HalfCheetah trial (6 runs on 2 cores).",
 }
 
 
@@ -348,8 +361,8 @@ def write(results: dict) -> Path:
         plot(task, entry, RESULTS / f"zoo_{task.name}.png")
     table = markdown_table(["task (rl-zoo's id)", "hogshare config", "budget", "seeds", "hogshare return",
                             "rl-zoo A2C", "rl-zoo PPO", "against rl-zoo", "wall time",
-                            "minutes to A2C's figure, per seed", "minutes to PPO's figure, per seed", "env steps/s alone",
-                            "env steps/s of the runs", "SB3 A2C env steps/s alone",
+                            "minutes to A2C's figure, per seed", "minutes to PPO's figure, per seed",
+                            "env steps/s alone", "env steps/s of the runs", "SB3 A2C env steps/s alone",
                             "SB3 PPO env steps/s alone (its budget at that rate, projected)"],
                            [row(t, e) for t, e in measured])
     missing = [t for t in TASKS.values() if t.name not in results]
