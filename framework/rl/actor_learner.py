@@ -56,7 +56,7 @@ from framework.rl.diagnostics import explained_variance
 from framework.rl.model import ActorCriticBase
 from framework.rl.returns import gae
 from framework.rl.rollout import LocalModelWorker, RolloutWorker
-from framework.rl.trajectories import TrajectoryBuffer
+from framework.rl.trajectories import Trajectory, TrajectoryBuffer
 from framework.rl.vtrace import vtrace
 
 ACTOR_LEARNER_SCHEMA: dict[str, Field] = {
@@ -145,9 +145,11 @@ class TrajectoryActor(RolloutWorker):
         super().__init__(local, ctx)
         self.buffer: TrajectoryBuffer = ctx.shared.buffer
         self.buffer.reclaim("actor", ctx.index)
+        self.writing = (-1, 0)
+        """The slot being rolled out into and the parameters' version it is acted with."""
 
     def update(self) -> None:
-        """Take a slot (bounded wait), sync, roll out into it, publish it."""
+        """Take a slot (bounded wait), sync, roll out into it, publish it (`written`)."""
         stats = self.ctx.stats
         self.profile.switch(WAIT)
         a = self.algo_cfg
@@ -158,8 +160,12 @@ class TrajectoryActor(RolloutWorker):
             stats.add_count("trajectories_dropped", dropped)
         if slot is None:
             return
-        version = self.sync()
-        self.rollout(self.buffer.slot_views(slot), lambda: self.buffer.publish(slot, version))
+        self.writing = (slot, self.sync())
+        self.rollout(self.buffer.slot_views(slot))
+
+    def written(self, into: Trajectory) -> None:
+        """Publish the slot just written, with the parameters' version it was acted with."""
+        self.buffer.publish(*self.writing)
 
 
 class Learner(LocalModelWorker, abc.ABC):

@@ -34,7 +34,7 @@ and the sampled actions back in one.
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -164,11 +164,10 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
             rewards = np.sign(rewards)
         return rewards if self.normalization is None else self.normalization.rewards(rewards, done)
 
-    def rollout(self, into: Trajectory, written: Callable[[], None] | None = None) -> None:
+    def rollout(self, into: Trajectory) -> None:
         """Collect n_steps from every env with the local model into a trajectory (see the module docstring); call
-        `written` (an actor publishes its slot there), then count the steps and finished episodes, so that steps
-        that reach the run's budget are never steps a learner cannot take yet. Each step is the profile's `act`
-        (the observations to actions), then its `env` (the step, and writing it into the trajectory)."""
+        `written`, then count the steps and finished episodes. Each step is the profile's `act` (the observations
+        to actions), then its `env` (the step, and writing it into the trajectory)."""
         gamma = self.algo_cfg["gamma"]
         self.state0 = self.state
         for view, state in zip(into.state0, self.state0 or ()):
@@ -203,11 +202,15 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
                 returns += out.episode_returns
                 lengths += out.episode_lengths
         self.current_obs = into.obs[self.T].copy()
-        if written is not None:
-            written()
+        self.written(into)
         self.ctx.stats.add_steps(self.T * self.E)
         if returns:
             self.ctx.stats.add_episodes(returns, lengths)
+
+    def written(self, into: Trajectory) -> None:
+        """Called by `rollout` once `into` holds the whole rollout, before its steps are counted (an actor
+        publishes its slot here, so that the steps that reach the run's budget are never steps a learner cannot
+        take yet); nothing by default."""
 
     @abc.abstractmethod
     def update(self) -> None:
