@@ -91,7 +91,12 @@ TRIED = {
                    "after it was acted (see Walker2d). The row (2026-12-06) is ppo.yml's own settings, 20 epochs at "
                    "Adam 2.06e-5, with the actors and the learner taking turns (`algorithm.synchronous`): every seed "
                    "above rl-zoo's A2C figure, the mean 84% of its PPO figure, the seeds' spread down from 728 to "
-                   "292. Its 3 seeds ran at once beside the Walker2d row's (6 runs on 2 cores).",
+                   "292. Its 3 seeds ran at once beside the Walker2d row's (6 runs on 2 cores). rl-zoo's own layout "
+                   "taking turns (one actor of one env, 512-step rollouts, 8 minibatches of 64 each batch; "
+                   "2026-12-06, seeds 0-2 at once) scored 3,430, 6,700 and 5,190 (5,107 ± 1,340): one seed above "
+                   "rl-zoo's PPO figure, the mean within the row's spread, seed 0's greedy episodes split between "
+                   "running and flipping over (± 2,090 over its 10); the shipped layout of 16 envs keeps the seeds "
+                   "closer.",
     "hopper": A3C_MUJOCO.format(task="hopper", a3c="445 ± 56")
               + "APPO then, seed 0: with first settings of its own (Adam 3e-4, 10 epochs, gamma 0.99, GAE(0.95), "
               "clip 0.2) its training return reached 740 at 300 k steps and fell back to about 250; with rl-zoo's PPO "
@@ -107,9 +112,14 @@ TRIED = {
               "1,020 after 0.92 M with rl-zoo's own layout (one env per actor, 512-step rollouts). Stable-Baselines3 "
               "2.9.2's PPO itself, with rl-zoo's Hopper settings (ppo.yml's Hopper-v4 entry) on Hopper-v5, seed 0, on "
               "this machine (`experiments.sb3_score --algo ppo Hopper-v5 1e6 --seed 0`), scored 997 ± 4 over 10 "
-              "greedy episodes after 1 M steps (857 over its last 100 training episodes): it stands too. The row "
-              "falls short where rl-zoo's own settings do on this version of the env; rl-zoo's 2,410 is Hopper-v3's, "
-              "over its own seeds.",
+              "greedy episodes after 1 M steps (857 over its last 100 training episodes): it stands too, rl-zoo's "
+              "settings fall short on this version of the env. The row (2026-12-06) is PPO's settings as cleanrl's "
+              "ppo_continuous_action.py has them for MuJoCo: Stable-Baselines3's default policy (64-64 tanh bodies "
+              "apart, orthogonal initialisation, log std from 0), gamma 0.99, GAE(0.95), clip 0.2 for the policy and "
+              "the value, 10 epochs of 64-sample minibatches over each 2,048-step trajectory of one env, Adam 3e-4 "
+              "decaying linearly to 0, the actor and the learner taking turns: every seed hops, above rl-zoo's PPO "
+              "figure (training return above 2,000 by 400 k steps; clip fraction 0.08-0.16, approximate KL "
+              "0.006-0.012). Its 3 seeds ran at once beside the BipedalWalker trial's 3 (6 runs on 2 cores).",
     "pong": "IMPALA rather than A3C: on 2 cores its Pong config reached 18 in 51 minutes (5.9 M env steps) where "
             "A3C's was at 5.6 after 65 (experiments/results/actor_learner.md). Runs before the shipped config, all "
             "seed 0: with torch's RMSprop (that 51-minute config) a run lost every unit of its first convolution "
@@ -148,7 +158,10 @@ TRIED = {
                      "above rl-zoo's PPO figure, within 4-8 minutes, none at its A2C figure; seed 2 went from -30 "
                      "to 267. The same seed with PPO's turns (`algorithm.synchronous`, 4 trajectories of 512 "
                      "samples a batch) learned more slowly (210 at 3.1 M, when it was stopped). Seeds 0-1 shared "
-                     "the 2 cores with each other and the test suite, seed 2 with the synchronous trial.",
+                     "the 2 cores with each other and the test suite, seed 2 with the synchronous trial. The "
+                     "shipped config with Stable-Baselines3's orthogonal initialisation (`model.orthogonal_init`; "
+                     "2026-12-06, seeds 0-2 at once) scored 200, 176 and 145 (174 ± 23): its updates clipped more "
+                     "of each batch (0.6-0.74 against 0.4-0.5 from 2 M steps on) and no seed kept a gait as well.",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
                 + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with settings first taken "
                 "for rl-zoo's (256-256 ReLU bodies apart, log std from -2, 10 epochs of 64-sample minibatches, Adam "
