@@ -118,7 +118,7 @@ TRIED = {
               "apart, orthogonal initialisation, log std from 0), gamma 0.99, GAE(0.95), clip 0.2 for the policy and "
               "the value, 10 epochs of 64-sample minibatches over each 2,048-step trajectory of one env, Adam 3e-4 "
               "decaying linearly to 0, the actor and the learner taking turns: every seed hops, above rl-zoo's PPO "
-              "figure (training return above 2,000 by 400 k steps; clip fraction 0.08-0.16, approximate KL "
+              "figure (training return above 1,800 by 400 k steps; clip fraction 0.08-0.16, approximate KL "
               "0.006-0.012). Its 3 seeds ran at once beside the BipedalWalker trial's 3 (6 runs on 2 cores).",
     "pong": "IMPALA rather than A3C: on 2 cores its Pong config reached 18 in 51 minutes (5.9 M env steps) where "
             "A3C's was at 5.6 after 65 (experiments/results/actor_learner.md). Runs before the shipped config, all "
