@@ -161,7 +161,12 @@ TRIED = {
                      "the 2 cores with each other and the test suite, seed 2 with the synchronous trial. The "
                      "shipped config with Stable-Baselines3's orthogonal initialisation (`model.orthogonal_init`; "
                      "2026-12-06, seeds 0-2 at once) scored 200, 176 and 145 (174 ± 23): its updates clipped more "
-                     "of each batch (0.6-0.74 against 0.4-0.5 from 2 M steps on) and no seed kept a gait as well.",
+                     "of each batch (0.6-0.74 against 0.4-0.5 from 2 M steps on) and no seed kept a gait as well. "
+                     "Hopper's recipe (cleanrl's settings: taking turns, gamma 0.99, clip 0.2 for the policy and "
+                     "the value, orthogonal initialisation; 2 actors x 8 envs x 128 steps a batch, 10 epochs of 32 "
+                     "minibatches, Adam 3e-4 decaying) on seed 0 scored 275 (the row's seed 0: 238), its training "
+                     "return at 278 from 1.7 M steps on; seeds 1 and 2, started beside it, were stopped at 1.8 M "
+                     "(training return 284 and 222): not yet a row.",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
                 + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with settings first taken "
                 "for rl-zoo's (256-256 ReLU bodies apart, log std from -2, 10 epochs of 64-sample minibatches, Adam "
