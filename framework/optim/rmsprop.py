@@ -16,7 +16,10 @@ class RMSprop(Optimizer):
     `eps_inside_sqrt=True` the denominator is sqrt(s + eps), the form Mnih et
     al. (2016) use for A3C's shared RMSprop. Lock-free workers sharing s stay
     within RMSprop's step size: s is floored at the worker's own (1-alpha) g^2,
-    which one process's s always holds (see Optimizer); not the centered form.
+    which one process's s always holds (see Optimizer). The centered estimate,
+    which a lost write to s can turn negative (a NaN step), is floored at
+    (1-alpha)/alpha (g - mean(g))^2: in one process it is alpha times the last
+    estimate plus that, never less (`centered_floor`).
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
@@ -60,6 +63,7 @@ class RMSprop(Optimizer):
             grad_avg += scratch
             xp.multiply(grad_avg, grad_avg, out=scratch)
             xp.subtract(square_avg, scratch, out=scratch)
+            xp.maximum(scratch, centered_floor(grad, grad_avg, alpha), out=scratch)
             source = scratch
         else:  # v >= (1 - alpha) g^2 in one process; a lock-free worker's v can have lost its own gradient
             xp.maximum(square_avg, scratch, out=scratch)
@@ -79,6 +83,16 @@ class RMSprop(Optimizer):
         else:
             scratch *= lr
         param -= scratch
+
+
+def centered_floor(grad: Any, grad_avg: Any, alpha: float) -> Any:
+    """The least the centered estimate s - mean(g)^2 can be in one process right after mean(g) took grad:
+    (1-alpha)/alpha (grad - mean(g))^2, for s - mean(g)^2 = alpha (its last value) + alpha (1-alpha) (grad - the
+    last mean(g))^2 and grad - mean(g) = alpha (grad - the last mean(g)). 0 when alpha is 0 (the estimate is 0)."""
+    gap = grad - grad_avg
+    gap *= gap
+    gap *= (1 - alpha) / alpha if alpha > 0 else 0.0
+    return gap
 
 
 class RMSpropTFLike(RMSprop):

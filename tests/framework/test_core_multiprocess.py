@@ -1,6 +1,7 @@
 """Tensors, models and optimizers crossing process boundaries through `sharing` (real processes)."""
 from __future__ import annotations
 
+import functools
 import queue
 from multiprocessing.reduction import ForkingPickler
 
@@ -128,8 +129,13 @@ def test_hogwild_workers_update_one_shared_model():
 
 
 LR = 1e-3
-STEP_BOUNDS = {"adam": LR / np.sqrt(1 - 0.9 ** 2 / 0.999), "rmsprop": LR / np.sqrt(1 - 0.99)}
-"""The largest step of each optimizer (defaults apart from lr) once its denominator is floored."""
+STEP_BOUNDS = {"adam": LR / np.sqrt(1 - 0.9 ** 2 / 0.999), "rmsprop": LR / np.sqrt(1 - 0.99),
+               "rmsprop_centered": LR * np.sqrt(0.99 / 0.01) / (1 - 6 * 0.01)}
+"""The largest step of each optimizer (defaults apart from lr) once its denominator is floored. Centered RMSprop's
+floor (1-alpha)/alpha (g - mean(g))^2 bounds a step of gradient 1 by lr sqrt(alpha/(1-alpha)) / (1 - mean(g)), and
+mean(g) takes at most the 6 steps of a round, 1 - alpha each."""
+OPTIMIZERS = {"adam": optim.Adam, "rmsprop": optim.RMSprop,
+              "rmsprop_centered": functools.partial(optim.RMSprop, centered=True)}
 
 
 @pytest.mark.parametrize("name", sorted(STEP_BOUNDS))
@@ -137,10 +143,11 @@ def test_lock_free_workers_never_step_beyond_their_optimizers_step_size(name):
     """One worker steps a shared optimizer with gradient 1, the other with 0, from zero state each round: each
     reads the state while the other writes it, and either can lose the other's writes (read-modify-writes). Had a
     step divided a gradient by a second moment without it (Adam's m holding the first's gradient, or RMSprop's v
-    having lost a worker's own), a parameter would move by about lr / eps (1e5 here)."""
+    having lost a worker's own), a parameter would move by about lr / eps (1e5 here); centered RMSprop's s - mean(g)^2
+    could turn negative, a NaN step."""
     rounds, steps = 80, 3
     model = nn.Linear(1_000_000, 1, bias=False).share_memory()
-    opt = {"adam": optim.Adam, "rmsprop": optim.RMSprop}[name](model.parameters(), lr=LR).share_memory()
+    opt = OPTIMIZERS[name](model.parameters(), lr=LR).share_memory()
     ctx = sharing.get_context("fork")
     barrier = ctx.Barrier(3)
     children = [ctx.Process(target=core_workers.lock_free_rounds, args=(model, opt, gradient, rounds, steps, barrier))
@@ -159,7 +166,7 @@ def test_lock_free_workers_never_step_beyond_their_optimizers_step_size(name):
     for child in children:
         child.join(TIMEOUT)
         assert child.exitcode == 0
-    assert max(moved) <= 2 * steps * STEP_BOUNDS[name], moved
+    assert np.all(np.isfinite(moved)) and max(moved) <= 2 * steps * STEP_BOUNDS[name], moved
 
 
 def test_unshared_arena_is_shared_when_sent():

@@ -127,6 +127,30 @@ def test_adams_floor_on_v_never_binds_in_one_process_even_at_the_largest_ratio_o
     assert largest > 0.95 * ratio_bound(b1, b2) / 1.001
 
 
+def test_centered_rmsprop_steps_by_its_floor_when_a_lost_write_left_the_square_average_below_the_mean_squared():
+    """A lock-free worker's write to the square average lost (reset to 0 here) while the gradient average kept it:
+    torch's rule would take sqrt(s - mean(g)^2) of a negative number, a NaN step; the floor (1-alpha)/alpha
+    (g - mean(g))^2, which one process's estimate never falls below, keeps the step finite."""
+    from framework.optim.rmsprop import centered_floor
+
+    alpha, lr, g = 0.9, 0.01, np.array([1.0, -2.0, 0.5])
+    param = F.zeros(3, dtype=F.float64, requires_grad=True)
+    opt = optim.RMSprop([param], lr=lr, alpha=alpha, centered=True)
+    for _ in range(3):
+        param.grad = F.tensor(g)
+        opt.step()
+    state = opt.state[param]
+    state["square_avg"][...] = 0.0
+    before = param.detach().numpy().copy()
+    param.grad = F.tensor(g)
+    opt.step()
+    grad_avg = state["grad_avg"]
+    assert np.all(state["square_avg"] < grad_avg ** 2), "the estimate torch's rule would take is negative"
+    floor = (1 - alpha) / alpha * (g - grad_avg) ** 2
+    np.testing.assert_allclose(centered_floor(g, grad_avg, alpha), floor)
+    np.testing.assert_allclose(before - param.detach().numpy(), lr * g / (np.sqrt(floor) + 1e-8), rtol=1e-12)
+
+
 def test_rmsprop_tf_like_starts_its_average_at_one_in_shared_memory_and_steps_gently():
     """The first step is about lr * g, where torch's RMSprop moves every parameter by about 10 * lr."""
     moved = {}
