@@ -96,7 +96,12 @@ TRIED = {
                    "2026-12-06, seeds 0-2 at once) scored 3,430, 6,700 and 5,190 (5,107 ± 1,340): one seed above "
                    "rl-zoo's PPO figure, the mean within the row's spread, seed 0's greedy episodes split between "
                    "running and flipping over (± 2,090 over its 10); the shipped layout of 16 envs keeps the seeds "
-                   "closer.",
+                   "closer. Stable-Baselines3 2.9.2's PPO itself with rl-zoo's settings (ppo.yml's HalfCheetah-v4 "
+                   "entry) on HalfCheetah-v5, on this machine (`experiments.sb3_score --algo ppo HalfCheetah-v5 1e6 "
+                   "--seed N`; 2026-12-06, seeds 0 and 1 at once, 34 minutes each), scored 6,941 and 5,023 greedy "
+                   "(4,727 and 4,190 over their last 100 training episodes, where the row's seeds stand at 4,380 to "
+                   "4,817): as spread as hogshare in rl-zoo's one-env layout, and above the row's mean by more than "
+                   "its training returns are.",
     "hopper": A3C_MUJOCO.format(task="hopper", a3c="445 ± 56")
               + "APPO then, seed 0: with first settings of its own (Adam 3e-4, 10 epochs, gamma 0.99, GAE(0.95), "
               "clip 0.2) its training return reached 740 at 300 k steps and fell back to about 250; with rl-zoo's PPO "
