@@ -36,6 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from framework.device import to_device, to_host
+from framework.rl import sde
 from framework.rl.envs.info import EnvInfo
 from framework.rl.model import ActorCriticBase
 from framework.rl.normalization import EPSILON, Normalization
@@ -100,7 +101,8 @@ class Actor:
             actions = self.action_head.greedy(head)
         else:
             if noise is None:
-                noise = self.action_head.draw_noise(head.shape[:1], head.dtype, self.device)
+                noise = self.action_head.draw_noise(head.shape[:1], head.dtype, self.device,
+                                                    latent=sde.latent_size(log_std))
             actions = self.action_head.sample(head, noise, log_std)
         behaviour = to_host(self.action_head.behaviour_log_prob(head, actions, log_std)) if log_probs else None
         return Choice(to_host(actions), behaviour, state)

@@ -97,6 +97,15 @@ SECTIONS: dict[str, Any] = {
               "log_std_init": Field("float", 0.0, low=-20.0, high=2.0,
                                     doc="initial log standard deviation of continuous actions (a learned "
                                         "parameter)"),
+              "sde": Field("bool", False,
+                           doc="`true`: continuous actions explore with generalized state-dependent noise (gSDE, "
+                               "Stable-Baselines3's `use_sde`): the noise is the policy's last features times an "
+                               "exploration matrix per env, drawn every `sde_sample_freq` steps, with a learned "
+                               "(features x dimensions) log std; for Box actions and the built-in model"),
+              "sde_sample_freq": Field("int", -1, low=-1, high=100_000,
+                                       check=lambda v: "0 is not a frequency" if v == 0 else None,
+                                       doc="with `sde`, env steps between draws of the exploration matrices; "
+                                           "-1: one draw per rollout (Stable-Baselines3's default)"),
               "factory": Field("str", None, nullable=True, check=lambda v: user_code.spec_problem(v, "function"),
                                doc="`module:function` building your own network from the spaces (see "
                                    "[models.md](models.md)); `null`: the built-in one"),
@@ -172,6 +181,10 @@ class ActorCriticAlgorithm(Algorithm):
         if not config["model"]["shared_body"] and config["model"]["lstm"]:
             raise ConfigError("config key 'model.shared_body': got false with model.lstm true; allowed: true with "
                               "an LSTM (the policy and the value share the LSTM's state)")
+        if config["model"]["sde"] and (not env.action_head.continuous or config["model"]["factory"] is not None):
+            got = "a model.factory" if env.action_head.continuous else f"the actions {env.action_head.space}"
+            raise ConfigError(f"config key 'model.sde': got true with {got}; allowed: true for Box actions and "
+                              f"the built-in model (a model.factory's model explores as it is written)")
         if layout.dtype == np.uint8 and env.normalize_obs:
             raise ConfigError(f"config key 'env.normalize_obs': got true for {env.id!r}, whose "
                               f"observations are uint8 images (read as [0, 1] by the first convolution); "
@@ -193,7 +206,8 @@ class ActorCriticAlgorithm(Algorithm):
                            _conv_layers(config, layout), uint8_frames=layout.dtype == np.uint8,
                            normalize_obs=env.normalize_obs, normalize_returns=env.normalize_reward,
                            shared_body=m["shared_body"], log_std_init=m["log_std_init"],
-                           image_shape=layout.image_shape if packed else None, orthogonal_init=m["orthogonal_init"])
+                           image_shape=layout.image_shape if packed else None, orthogonal_init=m["orthogonal_init"],
+                           sde=m["sde"])
 
     def worker_model(self, ctx: WorkerContext) -> ActorCriticBase:
         """A worker process's local model, from the description of the environment it received (ctx.shared)."""

@@ -97,7 +97,8 @@ class ActorCriticBase(nn.Module):
       (T+1) * E rows; a recurrent state entering step t is multiplied by keep[t] ((T+1, E), 0 after an end);
     - `device`: where the parameters are;
     - `log_std`: for Box actions, a Parameter (dimensions,) with the Normal's log standard deviation (None
-      otherwise);
+      otherwise); with generalized state-dependent exploration (rl.sde), a (latent, dimensions) Parameter, the
+      policy output then (B, dimensions + latent): the mean and the policy's last features, detached;
     - `obs_norm`, `return_norm`: the RunningMeanStd of env.normalize_obs / normalize_reward (None without).
     """
 
@@ -178,6 +179,9 @@ class ActorCritic(ActorCriticBase):
     layers, separately trained; not with an LSTM), and log_std_init sets the
     initial log standard deviation of continuous actions; orthogonal_init
     initialises as OpenAI Baselines and Stable-Baselines3 do (`_orthogonal_init`).
+    With sde (continuous actions only), the actions explore with generalized
+    state-dependent noise (rl.sde): log_std is a (hidden, n_actions) matrix and
+    the policy output carries the policy's last features after the mean.
     With normalize_obs / normalize_returns the model carries the running
     statistics of observations / discounted returns (`obs_norm`, `return_norm`:
     rl.normalization); the environments apply them, the layers never see raw inputs.
@@ -187,7 +191,7 @@ class ActorCritic(ActorCriticBase):
                  n_actions: int, continuous: bool, conv: Sequence[tuple[int, int, int]] = (),
                  uint8_frames: bool = False, normalize_obs: bool = False, normalize_returns: bool = False,
                  shared_body: bool = True, log_std_init: float = 0.0, image_shape: Sequence[int] | None = None,
-                 orthogonal_init: bool = False):
+                 orthogonal_init: bool = False, sde: bool = False):
         super().__init__()
         input_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
 
@@ -204,7 +208,11 @@ class ActorCritic(ActorCriticBase):
         self.pi = nn.Linear(size, n_actions)
         self.v = nn.Linear(size, 1)
         self.continuous = continuous
-        self.log_std = nn.Parameter(framework.full((n_actions,), log_std_init)) if continuous else None
+        if sde and not continuous:
+            raise ValueError("sde: state-dependent exploration needs continuous actions")
+        self.sde = sde
+        std_shape = (size, n_actions) if sde else (n_actions,)
+        self.log_std = nn.Parameter(framework.full(std_shape, log_std_init)) if continuous else None
         self.hidden_size = size
         self.obs_norm = RunningMeanStd(input_shape) if normalize_obs else None
         self.return_norm = RunningMeanStd((1,)) if normalize_returns else None
@@ -233,10 +241,15 @@ class ActorCritic(ActorCriticBase):
         """V for observations x whose (policy) features are h: from h, or from the value body's own features."""
         return self.v(h if self.value_body is None else self.value_body(x))[:, 0]
 
+    def _policy_output(self, h: Any) -> Any:
+        """The policy head on features h; with sde, the features (detached) after it (rl.sde)."""
+        head = self.pi(h)
+        return framework.cat([head, h.detach()], 1) if self.sde else head
+
     def forward(self, x: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, Any, tuple[Any, Any] | None]:
         """(policy output, value (batch,), new LSTM state or None) for a batch of observations."""
         h, state = self._features(x, state)
-        return self.pi(h), self._value(x, h), state
+        return self._policy_output(h), self._value(x, h), state
 
     def forward_rollout(self, obs: Any, state: tuple[Any, Any] | None, keep: Any) -> tuple[Any, Any]:
         """(policy outputs, values) for a rollout's (T+1, E, *obs_shape) observations, flattened to (T+1) * E rows.
@@ -251,12 +264,12 @@ class ActorCritic(ActorCriticBase):
         if self.lstm is not None:
             h = self.lstm.unroll(h.reshape(steps, batch, self.hidden_size), state, keep)
             h = h.reshape(steps * batch, self.hidden_size)
-        return self.pi(h), self._value(x, h)
+        return self._policy_output(h), self._value(x, h)
 
     def policy(self, obs: Any, state: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any] | None]:
         """(policy output, new LSTM state or None): `forward` without the value head, for acting."""
         h, state = self._features(obs, state)
-        return self.pi(h), state
+        return self._policy_output(h), state
 
     @property
     def device(self) -> str:

@@ -40,6 +40,7 @@ import numpy as np
 
 import framework
 from framework.device import array_module, to_device, to_host
+from framework.rl import sde
 from framework.rl.actor import Actor
 from framework.rl.envs.batch import EnvBatch
 from framework.rl.envs.info import EnvInfo
@@ -145,8 +146,12 @@ class RolloutWorker(LocalModelWorker, abc.ABC):
 
     def _action_noise(self) -> Any:
         """The noise of a whole rollout's actions, (T, E, size), drawn at once on the device (the same numbers
-        as T draws of one step's: ActionHead.draw_noise)."""
-        return self.action_head.draw_noise((self.T, self.E), self.local_arena.data.dtype, self.device)
+        as T draws of one step's: ActionHead.draw_noise); with gSDE, (T, E, latent, size) exploration matrices,
+        each env's kept for model.sde_sample_freq steps (rl.sde)."""
+        every = self.ctx.config["model"]["sde_sample_freq"]
+        return self.action_head.draw_noise((self.T, self.E), self.local_arena.data.dtype, self.device,
+                                           latent=sde.latent_size(self.local.log_std),
+                                           every=self.T if every < 0 else every)
 
     def _values(self, obs: np.ndarray, state: tuple[Any, Any] | None) -> np.ndarray:
         """V(obs) on the host for host observations."""

@@ -18,7 +18,9 @@ around the policy's mean (a learned log standard deviation), MultiDiscrete
 independent categoricals (the logits of each component one after the other)
 and MultiBinary independent Bernoullis (one logit each); log-probabilities and
 entropies are summed over the components, and a greedy action is the most
-likely one of each (p > 0.5 for a Bernoulli).
+likely one of each (p > 0.5 for a Bernoulli). A Box policy whose log_std is a
+(latent, dimensions) matrix explores with generalized state-dependent noise
+(rl.sde): its output carries the policy's latent features after the mean.
 
 Any other space (Text, Graph, Sequence, two images in one Dict) is refused
 with the gymnasium wrapper that would make it one of these.
@@ -37,6 +39,7 @@ from framework.distributions import NORMAL_LOG_PROB, Bernoulli, Categorical, Nor
 from framework.ops.pointwise import SOFTPLUS
 from framework.ops.reduction import LOG_SOFTMAX
 from framework.random import standard_normal, uniform
+from framework.rl import sde
 
 MAX_CHANNELS = 4
 """Channels of a (height, width, channels) image that is transposed for the convolutions."""
@@ -207,9 +210,14 @@ class ActionHead:
             return xp.log(xp_uniform + 1e-12) - xp.log1p(-xp_uniform + 1e-12)
         return -xp.log(-xp.log(xp_uniform + 1e-12) + 1e-12)
 
-    def draw_noise(self, leading: tuple[int, ...], dtype: Any, device: str) -> Any:
+    def draw_noise(self, leading: tuple[int, ...], dtype: Any, device: str, latent: int = 0,
+                   every: int = 0) -> Any:
         """The noise of sample() for actions of shape (*leading, size), drawn at once on device: N(0, 1) for a
-        Normal, else from uniform draws (noise())."""
+        Normal, else from uniform draws (noise()). With `latent` features (a gSDE policy: rl.sde), N(0, 1)
+        exploration matrices of shape (*leading, latent, size) instead, each kept for `every` steps of the
+        first axis when it is > 0 (`sde.draw`)."""
+        if latent:
+            return sde.draw(leading, latent, self.size, dtype, device, every)
         shape = (*leading, self.size)
         if self.continuous:
             return standard_normal(shape, dtype, device)
@@ -217,12 +225,16 @@ class ActionHead:
 
     def sample(self, head: Any, noise: Any, log_std: Any = None) -> Any:
         """Actions for policy outputs `head` (batch, size) with noise: Gumbel-max for categoricals, mean + std *
-        noise for a Normal, logit + logistic noise > 0 for Bernoullis. A policy output that is not finite (a NaN
-        observation, NaN weights) still gives an action the env takes: argmax and `> 0` give one of NaN, and a
-        Normal's non-finite action is 0 (clipped into the Box by for_env), so an actor never hands the env a NaN."""
+        noise for a Normal (mean + latent @ (std * noise) with gSDE: rl.sde), logit + logistic noise > 0 for
+        Bernoullis. A policy output that is not finite (a NaN observation, NaN weights) still gives an action the
+        env takes: argmax and `> 0` give one of NaN, and a Normal's non-finite action is 0 (clipped into the Box
+        by for_env), so an actor never hands the env a NaN."""
         xp = array_module(head)
         if self.kind == "normal":
-            actions = head + xp.exp(log_std) * noise
+            if sde.latent_size(log_std):
+                actions = sde.actions(head, noise, log_std, self.size)
+            else:
+                actions = head + xp.exp(log_std) * noise
             return xp.where(xp.isfinite(actions), actions, 0.0).astype(actions.dtype, copy=False)
         if self.kind == "bernoulli":
             return (head + noise > 0).astype(np.float32)
@@ -232,7 +244,7 @@ class ActionHead:
         """The most likely action of each component (the mean for a Normal, p > 0.5 for a Bernoulli)."""
         xp = array_module(head)
         if self.kind == "normal":
-            return head
+            return head[:, :self.size]
         if self.kind == "bernoulli":
             return (head > 0).astype(np.float32)
         if self.kind == "categorical":
@@ -262,11 +274,19 @@ class ActionHead:
             dist = Categorical(logits=head)
             return dist.log_prob(actions), dist.entropy() if entropy else None
         if self.kind in ("normal", "bernoulli"):
-            dist = Normal(head, framework.exp(log_std)) if self.kind == "normal" else Bernoulli(logits=head)
+            dist = self._normal(head, log_std) if self.kind == "normal" else Bernoulli(logits=head)
             return dist.log_prob(actions).sum(axis=1), dist.entropy().sum(axis=1) if entropy else None
         parts = [Categorical(logits=head[:, a:b]) for a, b in zip(self.bounds, self.bounds[1:])]
         log_prob = sum(dist.log_prob(actions[:, i]) for i, dist in enumerate(parts))
         return log_prob, sum(dist.entropy() for dist in parts) if entropy else None
+
+    def _normal(self, head: Any, log_std: Any) -> Normal:
+        """The Normal of a Box policy's output tensor: around the mean, with exp(log_std), or gSDE's
+        state-dependent standard deviation (rl.sde)."""
+        if sde.latent_size(log_std):
+            mean, latent = sde.split(head, self.size)
+            return Normal(mean, sde.scale(latent, log_std))
+        return Normal(head, framework.exp(log_std))
 
     def behaviour_log_prob(self, head: Any, actions: Any, log_std: Any = None) -> Any:
         """log mu(a|x) of actions just drawn from the policy outputs head (arrays on the device; log_std the
@@ -286,5 +306,8 @@ class ActionHead:
             return sum(LOG_SOFTMAX.forward(head[:, a:b], -1)[rows, actions[:, i]]
                        for i, (a, b) in enumerate(zip(self.bounds, self.bounds[1:])))
         if self.kind == "normal":
+            if sde.latent_size(log_std):
+                mean, latent = sde.split(head, self.size)
+                return NORMAL_LOG_PROB.forward(actions, mean, sde.scale(latent, log_std)).sum(axis=1)
             return NORMAL_LOG_PROB.forward(actions, head, xp.exp(log_std)).sum(axis=1)
         return (actions * head - SOFTPLUS.forward(head, 1.0, 20.0)).sum(axis=1)

@@ -29,10 +29,10 @@ CHECK_EVERY = 50
 """Updates between two checks of what the model has learned; a run stops once two checks in a row find it right."""
 
 
-def _config(algorithm: str, probe: str, lstm: bool) -> dict:
+def _config(algorithm: str, probe: str, lstm: bool, **model: object) -> dict:
     return validate({
         "env": {"id": f"probe_envs:{probe}", "envs_per_worker": 8},
-        "model": {"hidden": [32], "lstm": lstm, "activation": "tanh"},
+        "model": {"hidden": [32], "lstm": lstm, "activation": "tanh", **model},
         "algorithm": {"name": algorithm, "gamma": probe_envs.GAMMA, "n_steps": 5, "entropy_coef": 0.0,
                       "max_grad_norm": 10.0, **ALGORITHMS[algorithm]},  # a variant's entry names its plugin
         "optimizer": {"name": "adam", "lr": 0.003},
@@ -97,3 +97,18 @@ def test_each_algorithm_learns_each_probes_value_and_action(probe, algorithm, ls
         if right_in_a_row == 2:
             return
     pytest.fail(f"after {UPDATES} updates: " + "; ".join(sorted(set(mistakes))))
+
+
+@pytest.mark.parametrize("sample_freq", [-1, 2], ids=["per-rollout", "every-2-steps"])
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_each_algorithm_learns_a_continuous_action_with_state_dependent_exploration(algorithm, sample_freq):
+    config = _config(algorithm, "ContinuousObservationTarget", False, sde=True, sde_sample_freq=sample_freq,
+                     log_std_init=-2.0)
+    means = {}
+    for model in _training(config):
+        with framework.no_grad():
+            head = model.policy(framework.tensor([[-1.0], [1.0]]))[0].numpy()
+        means = {obs: float(head[i, 0]) for i, obs in enumerate((-1.0, 1.0))}
+        if all(abs(means[obs] - target) < 0.05 for obs, target in probe_envs.TARGETS.items()):
+            return
+    pytest.fail(f"after {UPDATES} updates the greedy actions are {means}, expected {probe_envs.TARGETS}")

@@ -18,6 +18,10 @@ episode is short; `VALUES` and `ACTIONS` give, for each probe, what a learner th
 - TimeLimitBootstrap: observation 0, reward 1 every step, never terminated but truncated by a time limit after
   5 steps: V = 1 / (1 - gamma), since a time limit is not an end (bootstrapping at truncation); a learner that
   treats truncation as termination learns the mean of the partial sums, about 3.7 at gamma 0.9.
+- ContinuousObservationTarget: one step, observation +-1 at random, one continuous action in [-2, 2] rewarded
+  -(action - 0.5 observation)^2: the Normal's mean goes to half the observation (`TARGETS`; the exploration of
+  continuous actions, gSDE's among them). Its value depends on how much the policy still explores, so it has no
+  entry in VALUES.
 """
 from __future__ import annotations
 
@@ -100,6 +104,16 @@ class _Endless(_Probe):
     length = 10**9
 
 
+class ContinuousObservationTarget(_RandomSign):
+    def __init__(self) -> None:
+        super().__init__()
+        self.action_space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        reward = -float((np.asarray(action, dtype=np.float64).reshape(-1)[0] - TARGETS[self.x]) ** 2)
+        return self._observe(), reward, True, False, {}
+
+
 def TimeLimitBootstrap() -> gym.Env:
     """Reward 1 a step, truncated (never terminated) after 5 steps."""
     return gym.wrappers.TimeLimit(_Endless(), max_episode_steps=5)
@@ -120,3 +134,6 @@ ACTIONS: dict[str, dict[float, int]] = {
     "ObservationActionReward": {-1.0: 0, 1.0: 1},
 }
 """The right action for each observation, where a probe has a choice."""
+
+TARGETS: dict[float, float] = {-1.0: -0.5, 1.0: 0.5}
+"""ContinuousObservationTarget's best action for each observation."""

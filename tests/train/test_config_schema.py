@@ -19,7 +19,8 @@ def test_defaults_hold_every_design_key():
                              "normalize_obs": False, "clip_obs": 10.0, "normalize_reward": False, "clip_reward": 10.0,
                              "sign_reward": False, "life_loss_done": False}
     assert config["model"] == {"hidden": [128], "activation": "relu", "lstm": False, "shared_body": True,
-                               "orthogonal_init": False, "conv": "a3c", "log_std_init": 0.0, "factory": None, "kwargs": {}}
+                               "orthogonal_init": False, "conv": "a3c", "log_std_init": 0.0, "sde": False,
+                               "sde_sample_freq": -1, "factory": None, "kwargs": {}}
     algo = config["algorithm"]
     assert algo["name"] == "a3c"
     assert {k: algo[k] for k in ("gamma", "n_steps", "entropy_coef", "value_coef", "max_grad_norm")} == \
