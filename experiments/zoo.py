@@ -101,7 +101,11 @@ TRIED = {
                    "--seed N`; 2026-12-06, seeds 0 and 1 at once, 34 minutes each), scored 6,941 and 5,023 greedy "
                    "(4,727 and 4,190 over their last 100 training episodes, where the row's seeds stand at 4,380 to "
                    "4,817): as spread as hogshare in rl-zoo's one-env layout, and above the row's mean by more than "
-                   "its training returns are.",
+                   "its training returns are. The row's config with generalized state-dependent exploration "
+                   "(`model.sde`, a new exploration matrix every 4 steps as rl-zoo's PPO on PyBullet's HalfCheetah "
+                   "has it; 2026-12-06, seed 0) scored 2,690 against the row's 5,019 on that seed: its noise, the "
+                   "sum over 256 ReLU features, grew (entropy from 2.3 to 5.5 within 240 k steps, 3.8 at 1 M) and its "
+                   "training return was 1,934 at 1 M steps.",
     "hopper": A3C_MUJOCO.format(task="hopper", a3c="445 ± 56")
               + "APPO then, seed 0: with first settings of its own (Adam 3e-4, 10 epochs, gamma 0.99, GAE(0.95), "
               "clip 0.2) its training return reached 740 at 300 k steps and fell back to about 250; with rl-zoo's PPO "
@@ -181,9 +185,18 @@ TRIED = {
                      "in about 680 steps); what the 10 scored episodes count besides is a fall: one of seed 1's "
                      "(274), and on `evaluate_policy`'s episodes (seeds 12345-12354) one of seed 0's and a stumble "
                      "of seed 2's instead (264, 309 and 277). The mean is 9 short of rl-zoo's A2C figure, which "
-                     "Stable-Baselines3 "
-                     "reaches with generalized state-dependent exploration (a2c.yml's `use_sde`), an exploration "
-                     "hogshare does not have. Its 3 seeds ran at once (about 1,400 env steps/s each).",
+                     "Stable-Baselines3 reaches with generalized state-dependent exploration (a2c.yml's `use_sde`). "
+                     "Its 3 seeds ran at once (about 1,400 env steps/s each). hogshare has that exploration since "
+                     "(`model.sde`; 2026-12-06): rl-zoo's A2C settings with it, as A2C runs them (one worker of 16 "
+                     "envs, one update per 128 samples: `a3c_bipedalwalker.yaml` now), scored 317, 270 and 71 (219 "
+                     "± 103; seeds 0 and 1 at once, seed 2 beside other runs): seed 0's policy walked every greedy "
+                     "episode to the end (317 ± 0.9, no fall), seed 1 was still climbing (training return 234 at 5 M "
+                     "steps), seed 2 found its gait only after 4 M; seeds 3 and 4 scored 256 and 208. "
+                     "Stable-Baselines3 2.9.2's A2C itself with those settings (`experiments.sb3_score --algo a2c "
+                     "BipedalWalker-v3 5e6 --seed N`, this machine) scored 315, 321 and 3 on seeds 0-2 (213 ± 150; "
+                     "seed 2's training return 0.3 at 5 M): as spread. As 2 asynchronous workers of 8 envs with it, "
+                     "seed 0 scored 250 (276 without it), and the row's config with it (log std from -2) 280 on seed 0 "
+                     "against its 300 without: the exploration lifted A2C's settings (from 107 ± 131), not PPO's.",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
                 + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with settings first taken "
                 "for rl-zoo's (256-256 ReLU bodies apart, log std from -2, 10 epochs of 64-sample minibatches, Adam "

@@ -92,8 +92,9 @@ class Policy:
         them, or a dict (tuple) of such arrays, as Stable-Baselines3 takes them. Actions are the env's: an int (an
         int64 array for a batch) for Discrete spaces, int64 arrays for MultiDiscrete, int8 0/1 arrays for
         MultiBinary, float32 arrays clipped to the bounds for Box. Greedy (the most likely action of each
-        component, or the mean) unless deterministic is False, which samples. `state` is the recurrent (LSTM)
-        state returned by the previous call (None at an episode's start; always None without an LSTM).
+        component, or the mean) unless deterministic is False, which samples (with `model.sde`, from exploration
+        matrices drawn anew at each call, not kept for a rollout as training keeps them). `state` is the recurrent
+        (LSTM) state returned by the previous call (None at an episode's start; always None without an LSTM).
         """
         observations, batched = _observations(self.observation_space, obs)
         actions, new_state = self._actor.act(self._actor.encode(observations),
