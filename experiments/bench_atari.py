@@ -11,7 +11,7 @@ Measured one after the other on the same machine, each alone:
     envs per worker), then the shipped config as it is (the A3C paper's
     feed-forward agent, n-step 5: the one that learns Pong on 2 cores);
   * the Atari configs users train (what `train --env ALE/Pong-v5` and `ALE/Breakout-v5` pick, and
-    configs/appo_pong.yaml), each for --seconds, against their env stepped alone on the same cores by as many
+    configs/impala_pong.yaml), each for --seconds, against their env stepped alone on the same cores by as many
     processes as they have actors (the goal: 50% of it);
   * where the workers' time went in those two runs, from their own profiles
     (summary.json's `profile`: seconds per phase summed over the workers,
@@ -102,8 +102,8 @@ def env_alone(seconds: float, envs: int) -> dict:
 # ---- the shipped Atari configs against the env alone on both cores ---------------------------------------
 SHIPPED = (("`train --env ALE/Pong-v5`", "ALE/Pong-v5", None),
            ("`train --env ALE/Breakout-v5`", "ALE/Breakout-v5", None),
-           ("`train --config configs/appo_pong.yaml`", None, "appo_pong.yaml"))
-"""The Atari configs users train (what `train --env` picks for each game, and APPO's Pong config) whose env
+           ("`train --config configs/impala_pong.yaml`", None, "impala_pong.yaml"))
+"""The Atari configs users train (what `train --env` picks for each game, and IMPALA's Pong config) whose env
 steps/s are set against the env alone on the same cores."""
 TARGET_SHARE = 0.50
 WARMUP_S = 15.0

@@ -3,7 +3,7 @@
 `train --env ID` trains with the shipped config made for ID (one whose
 `env.id` is ID, on the local backend; where several are, the one PREFERRED
 names), else with a default chosen by ID's spaces: an Atari game takes
-IMPALA's Pong config (ALE ids), continuous
+APPO's Pong config (ALE ids: PPO's Atari settings), continuous
 (Box) actions `a3c_continuous.yaml`, everything else `a3c.yaml` (image
 observations go through the convolutional body in each);
 the target return is then the one gymnasium registers for ID
@@ -34,13 +34,14 @@ if TYPE_CHECKING:
 
 DEFAULT = "a3c.yaml"
 CONTINUOUS_DEFAULT = "a3c_continuous.yaml"
-ATARI_DEFAULT = "impala_pong.yaml"
-PREFERRED = {"ALE/Pong-v5": "impala_pong.yaml", "ALE/Breakout-v5": "impala_breakout.yaml",
+ATARI_DEFAULT = "appo_pong.yaml"
+PREFERRED = {"ALE/Pong-v5": "appo_pong.yaml", "ALE/Breakout-v5": "impala_breakout.yaml",
              "HalfCheetah-v5": "appo_halfcheetah.yaml", "Hopper-v5": "appo_hopper.yaml",
              "Walker2d-v5": "appo_walker2d.yaml", "BipedalWalker-v3": "appo_bipedalwalker.yaml"}
-"""The config `--env` takes for an id several shipped configs are made for: on 2 cores IMPALA learned Pong in
-51 minutes where A3C's config had reached 5.6 after 65 (experiments/results/actor_learner.md), and APPO's MuJoCo
-and BipedalWalker configs learn more in rl-zoo's budget of env steps than A3C's (experiments/results/zoo.md)."""
+"""The config `--env` takes for an id several shipped configs are made for: on 2 cores APPO with PPO's Atari settings
+passed rl-zoo's A2C figure on Pong in 33 minutes where IMPALA's config took 91-119 (and A3C's had reached 5.6 after
+65, experiments/results/actor_learner.md); Breakout's row is IMPALA's; APPO's MuJoCo and BipedalWalker configs
+learn more in rl-zoo's budget of env steps than A3C's (experiments/results/zoo.md)."""
 
 
 def configs_dir() -> Path:

@@ -12,7 +12,7 @@ from train_cli import CONFIGS, only_run_dir, run_cli
 
 @pytest.mark.parametrize("env_id, config", [("Acrobot-v1", "a3c_acrobot.yaml"), ("CartPole-v1", "a3c.yaml"),
                                             ("LunarLander-v3", "a3c_lunarlander.yaml"),
-                                            ("ALE/Pong-v5", "impala_pong.yaml"),
+                                            ("ALE/Pong-v5", "appo_pong.yaml"),
                                             ("ALE/Breakout-v5", "impala_breakout.yaml"),
                                             ("HalfCheetah-v5", "appo_halfcheetah.yaml"), ("Hopper-v5", "appo_hopper.yaml"),
                                             ("Walker2d-v5", "appo_walker2d.yaml"),
@@ -28,9 +28,9 @@ def test_the_preferred_configs_are_made_for_their_ids():
 
 
 @ATARI
-def test_another_ale_game_takes_impalas_pong_config_with_its_id():
+def test_another_ale_game_takes_appos_pong_config_with_its_id():
     choice = shipped_configs.choose("ALE/SpaceInvaders-v5")
-    assert choice.path == CONFIGS / "impala_pong.yaml"
+    assert choice.path == CONFIGS / "appo_pong.yaml"
     assert choice.overrides[:2] == ('env.id="ALE/SpaceInvaders-v5"', "env.kwargs={}")
 
 
