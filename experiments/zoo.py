@@ -69,7 +69,7 @@ TASKS = {t.name: t for t in (
     Task("walker2d", "Walker2d-v5", "Walker2d-v3", "appo_walker2d.yaml", 1_000_000, None, 3479, 3, "mujoco"),
     Task("bipedalwalker", "BipedalWalker-v3", "BipedalWalker-v3", "appo_bipedalwalker.yaml", 5_000_000, 300, 213, 3,
          "Box2D"),
-    Task("pong", "hogshare/Atari-v0 (pong)", "PongNoFrameskip-v4", "impala_pong.yaml", 10_000_000, 17.3, 21.0, 2,
+    Task("pong", "hogshare/Atari-v0 (pong)", "PongNoFrameskip-v4", "appo_pong.yaml", 10_000_000, 17.3, 21.0, 2,
          "ale_py", atari=True),
     Task("breakout", "hogshare/Atari-v0 (breakout)", "BreakoutNoFrameskip-v4", "impala_breakout.yaml", 10_000_000,
          280, 398, 2, "ale_py", atari=True),
@@ -129,21 +129,34 @@ TRIED = {
               "decaying linearly to 0, the actor and the learner taking turns: every seed hops, above rl-zoo's PPO "
               "figure (training return above 1,800 by 400 k steps; clip fraction 0.08-0.16, approximate KL "
               "0.006-0.012). Its 3 seeds ran at once beside the BipedalWalker trial's 3 (6 runs on 2 cores).",
-    "pong": "IMPALA rather than A3C: on 2 cores its Pong config reached 18 in 51 minutes (5.9 M env steps) where "
-            "A3C's was at 5.6 after 65 (experiments/results/actor_learner.md). Runs before the shipped config, all "
-            "seed 0: with torch's RMSprop (that 51-minute config) a run lost every unit of its first convolution "
-            "(all below zero for every frame) and played at random for 4.3 M env steps, when it was stopped; with "
-            "RMSprop in TensorFlow's form (`rmsprop_tf_like`) and the lr decaying to 0 over the 10 M steps, the mean "
-            "return rose from -21 to -10 by 4 M steps, then only to 3.4 at 10 M (2.2 hours, the cores shared with "
-            "the MuJoCo rows; `--set optimizer.lr_decay=linear`). The row is the shipped config, which keeps the lr "
-            "constant as rl-zoo's A2C on Atari does, on seed 0: its first 5.17 M env steps shared the cores with "
-            "other work (400-2,000 env steps/s; -20 at 1.6 M, -7 at 4.0 M, 4.4 at 5.17 M), it was stopped and "
-            "continued with `train --resume` alone at about 1,850 env steps/s (17 at 6.3 M, 18.5 at 7.4 M, 19.0 at "
-            "9.6 M): above rl-zoo's A2C figure, 3.2 points short of its PPO's. Seed 1 (2026-12-06) ran once "
-            "through, with the code after the design pass and the ray backend's merge, beside other work for about "
-            "half of its 125 minutes (a Hopper trial, a Stable-Baselines3 reference run and the test suites; 530-2,100 "
-            "env steps/s): -12 at 3.4 M, 11.7 at 5.2 M, 17.5 at 6.5 M, 18.7 at 10 M. Both seeds are above rl-zoo's "
-            "A2C figure; their mean is 2.8 points short of its PPO's.",
+    "pong": "The row (2026-12-07) is APPO with PPO's Atari settings as cleanrl's ppo_atari.py has them "
+            "(`appo_pong.yaml`: 2 actors of 8 games writing 128-step trajectories, 4 epochs of 4 minibatches of 256 "
+            "samples over each, Adam 2.5e-4 decaying linearly to 0, clip 0.1 for the policy and the value, orthogonal"
+            " initialisation, the A3C paper's network) with 2 learners, each taking a trajectory and updating the "
+            "shared model lock-free, as Hogwild workers: with one, the learner was the slower side and a run stepped "
+            "723 env steps/s on these 2 cores, with 2 about 1,020. On seed 0 (trained as appo_pong.yaml was before, "
+            "with `--set algorithm.learners=2`, the value it now ships), alone on the machine apart from short tests,"
+            " its mean return passed -15 at 1.19 M env steps (19 minutes), 0 at 1.81 M (29), rl-zoo's A2C figure at "
+            "2.04 M (33), 19 at 2.15 M (35) and 20 at 2.64 M (44); it scored 20.9 at 10 M (165 minutes, 1,010 env "
+            "steps/s), its best mean 21.0 at 9.8 M. Seed 1 is still to run: the row has one of its 2 seeds. Before it"
+            " the row was IMPALA's (`impala_pong.yaml`, 2 seeds): 17.8 and 18.7 (18.2 ± 0.5), rl-zoo's A2C figure "
+            "reached at 119 and 91 minutes (after about 6.3 M env steps each), 20 never. IMPALA rather than A3C: on 2"
+            " cores its Pong config reached 18 in 51 minutes (5.9 M env steps) where A3C's was at 5.6 after 65 "
+            "(experiments/results/actor_learner.md). Runs before IMPALA's shipped config, all seed 0: with torch's "
+            "RMSprop (that 51-minute config) a run lost every unit of its first convolution (all below zero for every"
+            " frame) and played at random for 4.3 M env steps, when it was stopped; with RMSprop in TensorFlow's form"
+            " (`rmsprop_tf_like`) and the lr decaying to 0 over the 10 M steps, the mean return rose from -21 to -10 "
+            "by 4 M steps, then only to 3.4 at 10 M (2.2 hours, the cores shared with the MuJoCo rows; `--set "
+            "optimizer.lr_decay=linear`). IMPALA's row was its shipped config, which keeps the lr constant as "
+            "rl-zoo's A2C on Atari does, on seed 0: its first 5.17 M env steps shared the cores with other work "
+            "(400-2,000 env steps/s; -20 at 1.6 M, -7 at 4.0 M, 4.4 at 5.17 M), it was stopped and continued with "
+            "`train --resume` alone at about 1,850 env steps/s (17 at 6.3 M, 18.5 at 7.4 M, 19.0 at 9.6 M): above "
+            "rl-zoo's A2C figure, 3.2 points short of its PPO's. Seed 1 (2026-12-06) ran once through, with the code "
+            "after the design pass and the ray backend's merge, beside other work for about half of its 125 minutes "
+            "(a Hopper trial, a Stable-Baselines3 reference run and the test suites; 530-2,100 env steps/s): -12 at "
+            "3.4 M, 11.7 at 5.2 M, 17.5 at 6.5 M, 18.7 at 10 M. Both seeds were above rl-zoo's A2C figure; their mean"
+            " was 2.8 points short of its PPO's. APPO's first Pong config (A2C's RMSprop, 4 updates of every "
+            "80-sample batch) did not learn in 65 minutes: docs/actor-learner.md says why.",
     "breakout": "IMPALA's Pong config with the game changed, and the learning signals of rl-zoo's AtariWrapper: "
                 "rewards' signs and a lost life as the end of the learner's episode (`env.sign_reward`, "
                 "`env.life_loss_done`); its returns are whole games in points, as rl-zoo's. As first measured, on "
