@@ -156,9 +156,9 @@ TRIED = {
             "rl-zoo's A2C figure, 3.2 points short of its PPO's. IMPALA's seed 1 (2026-12-06) ran once "
             "through, with the code after the design pass and the ray backend's merge, beside other work for about "
             "half of its 125 minutes (a Hopper trial, a Stable-Baselines3 reference run and the test suites; "
-            "530-2,100 env steps/s): -12 at 3.4 M, 11.7 at 5.2 M, 17.5 at 6.5 M, 18.7 at 10 M. Both seeds were above rl-zoo's A2C figure; their mean"
-            " was 2.8 points short of its PPO's. APPO's first Pong config (A2C's RMSprop, 4 updates of every "
-            "80-sample batch) did not learn in 65 minutes: docs/actor-learner.md says why.",
+            "530-2,100 env steps/s): -12 at 3.4 M, 11.7 at 5.2 M, 17.5 at 6.5 M, 18.7 at 10 M. Both seeds were above "
+            "rl-zoo's A2C figure; their mean was 2.8 points short of its PPO's. APPO's first Pong config (A2C's "
+            "RMSprop, 4 updates of every 80-sample batch) did not learn in 65 minutes: docs/actor-learner.md says why.",
     "breakout": "IMPALA's Pong config with the game changed, and the learning signals of rl-zoo's AtariWrapper: "
                 "rewards' signs and a lost life as the end of the learner's episode (`env.sign_reward`, "
                 "`env.life_loss_done`); its returns are whole games in points, as rl-zoo's. As first measured, on "
