@@ -96,8 +96,8 @@ def run(config: str | Path | Mapping[str, Any] | None = None, overrides: Sequenc
         trainer = Trainer(load_config(config, extra), callbacks=hooks)
     finished = trainer.run()
     if trainer.config["logging"]["progress"]:
-        print(f"{trainer.run_dir}: {outcome_line(finished.summary, trainer.algorithm, trainer.config)}",
-              file=Output(sys.stdout), flush=True)
+        outcome = outcome_line(finished.summary, trainer.algorithm, trainer.config)
+        Output(sys.stdout).line(f"{trainer.run_dir}: {outcome}")
     if finished.exit_code != 0:
         raise RunFailed(trainer.run_dir, finished.summary)
     return finished

@@ -67,7 +67,7 @@ def _path(text: str) -> str:
 
 
 def _fail(command: str, message: str) -> None:
-    print(f"{command}: {printable(one_line(message), limit=MAX_MESSAGE)}", file=Output(sys.stderr), flush=True)
+    Output(sys.stderr).line(f"{command}: {printable(one_line(message), limit=MAX_MESSAGE)}")
 
 
 T = TypeVar("T")
@@ -109,7 +109,7 @@ def _new_run_config(path: str | None, env_id: str | None, overrides: list[str]) 
     kwargs = apply_overrides({"env": {"kwargs": {}}}, [text for text in overrides
                                                       if parse_override(text)[0][:2] == ["env", "kwargs"]])
     choice = shipped_configs.choose(env_id, kwargs["env"]["kwargs"])
-    print(shipped_configs.describe(choice), file=Output(sys.stderr), flush=True)
+    Output(sys.stderr).line(shipped_configs.describe(choice))
     return choice.path, [*choice.overrides, *overrides]
 
 
@@ -168,8 +168,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     after = next_steps(summary, trainer.config, trainer.run_dir, checkpoint_path(trainer.run_dir),
                        trainer.needs_trust_code)
     profiled = profile_line(summary)
-    print(f"{trainer.run_dir}: {outcome_line(summary, trainer.algorithm, trainer.config)}\n"
-          f"{'' if profiled is None else profiled + chr(10)}{after}", file=Output(sys.stdout), flush=True)
+    Output(sys.stdout).line(f"{trainer.run_dir}: {outcome_line(summary, trainer.algorithm, trainer.config)}\n"
+                            f"{'' if profiled is None else profiled + chr(10)}{after}")
     return result.exit_code
 
 
@@ -260,7 +260,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         _fail("evaluate", f"evaluation failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
                           + ("; nothing was written" if record else ""))
         return 1
-    print(result.text, file=Output(sys.stdout), flush=True)
+    Output(sys.stdout).line(result.text)
     return 0
 
 
@@ -304,7 +304,7 @@ def tune_main(argv: Sequence[str] | None = None) -> int:
             "tune", signals, lambda: tuning.run_study(plan, signals))
         if result is None:
             return code
-    print(tuning.outcome(result, plan), file=Output(sys.stdout), flush=True)
+    Output(sys.stdout).line(tuning.outcome(result, plan))
     if result.stopped_by is not None:
         return 128 + signal.Signals[result.stopped_by]
     return 0 if result.best_value is not None else 1

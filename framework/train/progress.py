@@ -61,6 +61,12 @@ class Output:
                 self._lose()
         return len(text)
 
+    def line(self, text: str) -> None:
+        """Write `text` and its newline in one write, then flush: other processes writing to the same terminal or
+        pipe (a worker's warning) cannot split the line."""
+        self.write(text + "\n")
+        self.flush()
+
     def flush(self) -> None:
         if not self.lost:
             try:

@@ -99,7 +99,7 @@ class Trainer:
 
     def say(self, text: str) -> None:
         """One line for the person running train (stderr)."""
-        print(text, file=self._log, flush=True)
+        self._log.line(text)
 
     def stop_signal(self) -> int | None:
         """The signal (SIGINT, SIGTERM, SIGHUP) that asked the run to stop, or None."""

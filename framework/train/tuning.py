@@ -243,7 +243,7 @@ def run_study(tune_plan: TunePlan, signals: StopSignals, say: Callable[[str], No
 
 
 def _stderr_line(text: str) -> None:
-    print(text, file=Output(sys.stderr), flush=True)
+    Output(sys.stderr).line(text)
 
 
 def _count(study: Any, *states: Any) -> int:

@@ -1,6 +1,7 @@
 """Progress: a tqdm bar on a terminal; nothing when disabled or when stderr is not a terminal; output that stops
 quietly once its reader is gone."""
 import io
+import os
 import subprocess
 import sys
 import textwrap
@@ -49,3 +50,22 @@ def test_output_to_a_closed_pipe_stops_quietly_and_python_exits_cleanly():
     proc.stdout.close()  # the reader goes away
     assert proc.wait(60) == 0, proc.stderr.read()
     assert proc.stderr.read() == b"still running\n"
+
+
+def test_lines_from_processes_sharing_one_stderr_never_split():
+    """A worker's warning and the trainer's message on the same pipe: each Output.line arrives whole."""
+    script = textwrap.dedent("""
+        import sys
+        from framework.train.progress import Output
+        out = Output(sys.stderr)
+        for n in range(5000):
+            out.line(sys.argv[1] * 150)
+    """)
+    read_end, write_end = os.pipe()
+    writers = [subprocess.Popen([sys.executable, "-c", script, letter], stderr=write_end, env=cli_env())
+               for letter in "ab"]
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        lines = pipe.read().splitlines()
+    assert [writer.wait(60) for writer in writers] == [0, 0]
+    assert sorted(set(lines)) == ["a" * 150, "b" * 150] and len(lines) == 10_000
