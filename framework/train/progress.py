@@ -62,8 +62,8 @@ class Output:
         return len(text)
 
     def line(self, text: str) -> None:
-        """Write `text` and its newline in one write, then flush: other processes writing to the same terminal or
-        pipe (a worker's warning) cannot split the line."""
+        """Write `text` and its newline in one write, then flush: on a pipe, a line of up to PIPE_BUF bytes (4,096
+        on Linux) arrives whole beside other processes' writes (a worker's warning)."""
         self.write(text + "\n")
         self.flush()
 

@@ -1,5 +1,5 @@
 """Progress: a tqdm bar on a terminal; nothing when disabled or when stderr is not a terminal; output that stops
-quietly once its reader is gone."""
+quietly once its reader is gone, and whose lines other processes' writes cannot split."""
 import io
 import os
 import subprocess
@@ -58,7 +58,7 @@ def test_lines_from_processes_sharing_one_stderr_never_split():
         import sys
         from framework.train.progress import Output
         out = Output(sys.stderr)
-        for n in range(5000):
+        for _ in range(5000):
             out.line(sys.argv[1] * 150)
     """)
     read_end, write_end = os.pipe()
