@@ -27,7 +27,7 @@ def test_the_new_configs_are_shipped():
     assert {"hogwild_mlp.yaml", "hogwild_svm.yaml", "a3c_acrobot.yaml", "a3c_lunarlander.yaml",
             "a3c_pendulum.yaml", "a3c_pong.yaml", "a3c_breakout.yaml", "a3c_halfcheetah.yaml", "a3c_hopper.yaml",
             "a3c_walker2d.yaml", "a3c_bipedalwalker.yaml", "impala_pong.yaml", "appo_pong.yaml",
-            "impala_breakout.yaml", "appo_halfcheetah.yaml", "appo_hopper.yaml",
+            "impala_breakout.yaml", "appo_breakout.yaml", "appo_halfcheetah.yaml", "appo_hopper.yaml",
             "appo_walker2d.yaml", "appo_bipedalwalker.yaml"} <= names
 
 
