@@ -172,8 +172,13 @@ TRIED = {
                 "(2026-12-06, the same config, alone apart from short tests in its first 20 minutes and two test "
                 "suites later) scored 245, also still climbing (119 at 7.4 M, 188 at 9.3 M): the row's mean is 66% "
                 "of rl-zoo's PPO figure and both seeds are below its A2C one. Both curves suggest a longer budget, "
-                "not a plateau; rl-zoo's PPO gets more from the same budget with its epochs over each batch, which "
-                "APPO (hogshare's PPO) has not yet been given on Breakout.",
+                "not a plateau; rl-zoo's PPO gets more from the same budget with its epochs over each batch. APPO "
+                "(hogshare's PPO) with PPO's Atari settings, Pong's APPO config with the game changed "
+                "(`appo_breakout.yaml`; 2026-12-07, seed 0, alone apart from a short test in its first 10 minutes, "
+                "stopped and resumed twice: 3 sessions) passed 100 at 4.47 M env steps, 200 at 5.98 M and rl-zoo's "
+                "A2C figure at 7.37 M and 124 minutes, and scored 335.7 at 10 M (926 env steps/s; 84% of rl-zoo's "
+                "PPO figure), where IMPALA's seeds never reached 280. The row stays IMPALA's until APPO's second "
+                "seed is measured.",
     "bipedalwalker": "A3C with rl-zoo's A2C settings for the task came first (`a3c_bipedalwalker.yaml`: 16 envs as 2 "
                      "workers of 8, 8-step rollouts, GAE 0.9, RMSprop 9.6e-4 decaying to 0, log std from -2, "
                      "observations and rewards normalised): 3 seeds on 2026-12-04 scored 107 ± 131 (276, -45, 88): "
