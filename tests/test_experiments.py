@@ -94,3 +94,15 @@ def test_a_zoo_row_takes_runs_of_its_own_config_and_overrides_only(earlier):
 
     with pytest.raises(ValueError, match="no earlier row of impala_breakout.yaml to add to"):
         with_earlier_runs(earlier, _row("impala_breakout.yaml", "2026-12-06", {1: 300.0}))
+
+
+@pytest.mark.parametrize("task, scores, said", [
+    ("pong", [20.9, 19.9], "met: mean at 20 or above, no seed below A2C's"),
+    ("pong", [20.9, 17.1], "**not met**: mean -1.0 (95% of 20); 1 of 2 seeds below A2C's"),
+    ("halfcheetah", [5019.0, 5149.0, 4475.0], "**not met**: mean -938.0 (84% of PPO's)"),
+    ("hopper", [3339.0, 3449.0, 3508.0], "met: mean at PPO's or above, no seed below A2C's"),
+    ("walker2d", [4000.0, 3400.0, 4900.0], "**not met**: 1 of 3 seeds below PPO's")])
+def test_a_zoo_rows_verdict_is_against_rl_zoos_ppo_figure_or_the_tasks_own_goal(task, scores, said):
+    from experiments.zoo import TASKS, verdict
+
+    assert verdict(TASKS[task], scores) == said
