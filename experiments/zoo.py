@@ -60,7 +60,7 @@ class Task:
     seeds: int
     needs: str            # the module of the extra the task needs
     atari: bool = False
-    goal: float | None = None  # the mean a row must reach where it is not rl-zoo's PPO figure
+    goal: float | None = None  # the mean a row must reach where rl-zoo's PPO figure is the game's ceiling
 
     @property
     def target(self) -> float:
@@ -76,7 +76,7 @@ TASKS = {t.name: t for t in (
     Task("bipedalwalker", "BipedalWalker-v3", "BipedalWalker-v3", "appo_bipedalwalker.yaml", 5_000_000, 300, 213, 3,
          "Box2D"),
     Task("pong", "hogshare/Atari-v0 (pong)", "PongNoFrameskip-v4", "appo_pong.yaml", 10_000_000, 17.3, 21.0, 2,
-         "ale_py", atari=True, goal=20.0),  # rl-zoo's PPO is at the game's ceiling, 21: a mean of 20 is the goal
+         "ale_py", atari=True, goal=20.0),
     Task("breakout", "hogshare/Atari-v0 (breakout)", "BreakoutNoFrameskip-v4", "impala_breakout.yaml", 10_000_000,
          280, 398, 2, "ale_py", atari=True),
 )}
@@ -445,14 +445,16 @@ def write(results: dict) -> Path:
                             "SB3 PPO env steps/s alone (its budget at that rate, projected)"],
                            [row(t, e) for t, e in measured])
     missing = [t for t in TASKS.values() if t.name not in results]
+    own_goals = "; ".join(f"{t.zoo_env}: {t.goal:g}, rl-zoo's PPO figure of {t.ppo:g} being the game's ceiling"
+                          for t in TASKS.values() if t.goal is not None)
     lines = [
         "# hogshare on rl-baselines3-zoo's tasks", "",
         "rl-zoo's figures are from its benchmark.md: the mean return of evaluation episodes after its budget of "
         "env steps (greedy, except Atari). hogshare's: each seed trains the shipped config for the same budget "
         f"(2 workers on this machine's 2 cores), then plays {EVAL_EPISODES} greedy episodes as `evaluate` does; "
         "for Atari, the mean of the last 100 training episodes (sampled actions). The return column is mean ± std "
-        "over seeds. The goal: a mean at rl-zoo's PPO figure or above (Pong's: 20, rl-zoo's PPO being at the "
-        "game's ceiling of 21), no seed below its A2C figure. Minutes to a "
+        f"over seeds. The goal: a mean at rl-zoo's PPO figure or above ({own_goals}), no seed below its A2C figure. "
+        "Minutes to a "
         "figure: the wall time at which a run's mean return of its last 100 training episodes first reached it, "
         "the pauses of a resumed run left out. Speed: each side alone on the machine for the seconds each row gives "
         "(`--speed-seconds`), and the learning runs' own rate, which counts whatever else ran beside them. "
