@@ -373,12 +373,13 @@ def verdict(task: Task, scores: list[float]) -> str:
     """Against the task's target (rl-zoo's PPO figure, or its goal) as a mean over seeds with no seed below rl-zoo's
     A2C figure (its PPO one where it has no A2C row): met, or by how much not."""
     floor, floor_name = (task.a2c, "A2C") if task.a2c is not None else (task.ppo, "PPO")
-    target = "PPO's" if task.goal is None else f"{task.goal:g}"
+    target_name = "PPO's" if task.goal is None else f"{task.goal:g}"
     mean = statistics.mean(scores)
     below = sum(s < floor for s in scores)
     if mean >= task.target and below == 0:
-        return f"met: mean at {target} or above, no seed below {floor_name}'s"
-    parts = [] if mean >= task.target else [f"mean {mean - task.target:+,.1f} ({mean / task.target:.0%} of {target})"]
+        return f"met: mean at {target_name} or above, no seed below {floor_name}'s"
+    parts = [] if mean >= task.target else [f"mean {mean - task.target:+,.1f} ({mean / task.target:.0%} of "
+                                            f"{target_name})"]
     if below:
         parts.append(f"{below} of {len(scores)} seeds below {floor_name}'s")
     return "**not met**: " + "; ".join(parts)
@@ -454,9 +455,8 @@ def write(results: dict) -> Path:
         f"(2 workers on this machine's 2 cores), then plays {EVAL_EPISODES} greedy episodes as `evaluate` does; "
         "for Atari, the mean of the last 100 training episodes (sampled actions). The return column is mean ± std "
         f"over seeds. The goal: a mean at rl-zoo's PPO figure or above ({own_goals}), no seed below its A2C figure. "
-        "Minutes to a "
-        "figure: the wall time at which a run's mean return of its last 100 training episodes first reached it, "
-        "the pauses of a resumed run left out. Speed: each side alone on the machine for the seconds each row gives "
+        "Minutes to a figure: the wall time at which a run's mean return of its last 100 training episodes first "
+        "reached it, the pauses of a resumed run left out. Speed: each side alone on the machine for the seconds each row gives "
         "(`--speed-seconds`), and the learning runs' own rate, which counts whatever else ran beside them. "
         "`python -m experiments.zoo --task NAME --seeds N` measures a row, `--score RUN_DIR ...` scores runs "
         "trained (and resumed) by hand; each row says when and how loaded the machine was below.", "",
