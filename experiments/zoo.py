@@ -457,9 +457,9 @@ def write(results: dict) -> Path:
         f"over seeds. The goal: a mean at rl-zoo's PPO figure or above ({own_goals}), no seed below its A2C figure. "
         "Minutes to a figure: the wall time at which a run's mean return of its last 100 training episodes first "
         "reached it, the pauses of a resumed run left out. Speed: each side alone on the machine for the seconds "
-        "each row gives (`--speed-seconds`), and the learning runs' own rate, which counts whatever else ran beside them. "
-        "`python -m experiments.zoo --task NAME --seeds N` measures a row, `--score RUN_DIR ...` scores runs "
-        "trained (and resumed) by hand; each row says when and how loaded the machine was below.", "",
+        "each row gives (`--speed-seconds`), and the learning runs' own rate, which counts whatever else ran "
+        "beside them. `python -m experiments.zoo --task NAME --seeds N` measures a row, `--score RUN_DIR ...` "
+        "scores runs trained (and resumed) by hand; each row says when and how loaded the machine was below.", "",
         table, "",
     ]
     if missing:
