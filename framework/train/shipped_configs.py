@@ -35,13 +35,14 @@ if TYPE_CHECKING:
 DEFAULT = "a3c.yaml"
 CONTINUOUS_DEFAULT = "a3c_continuous.yaml"
 ATARI_DEFAULT = "appo_pong.yaml"
-PREFERRED = {"ALE/Pong-v5": "appo_pong.yaml", "ALE/Breakout-v5": "impala_breakout.yaml",
+PREFERRED = {"ALE/Pong-v5": "appo_pong.yaml", "ALE/Breakout-v5": "appo_breakout.yaml",
              "HalfCheetah-v5": "appo_halfcheetah.yaml", "Hopper-v5": "appo_hopper.yaml",
              "Walker2d-v5": "appo_walker2d.yaml", "BipedalWalker-v3": "appo_bipedalwalker.yaml"}
 """The config `--env` takes for an id several shipped configs are made for: on 2 cores APPO with PPO's Atari settings
 passed rl-zoo's A2C figure on Pong in 33 minutes where IMPALA's config took 91-119 (and A3C's had reached 5.6 after
-65, experiments/results/actor_learner.md); Breakout's row is IMPALA's; APPO's MuJoCo and BipedalWalker configs
-learn more in rl-zoo's budget of env steps than A3C's (experiments/results/zoo.md)."""
+65, experiments/results/actor_learner.md), and on Breakout scored above rl-zoo's A2C figure where IMPALA's config fell
+short; APPO's MuJoCo and BipedalWalker configs learn more in rl-zoo's budget of env steps than A3C's
+(experiments/results/zoo.md)."""
 
 
 def configs_dir() -> Path:

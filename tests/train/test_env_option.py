@@ -13,7 +13,7 @@ from train_cli import CONFIGS, only_run_dir, run_cli
 @pytest.mark.parametrize("env_id, config", [("Acrobot-v1", "a3c_acrobot.yaml"), ("CartPole-v1", "a3c.yaml"),
                                             ("LunarLander-v3", "a3c_lunarlander.yaml"),
                                             ("ALE/Pong-v5", "appo_pong.yaml"),
-                                            ("ALE/Breakout-v5", "impala_breakout.yaml"),
+                                            ("ALE/Breakout-v5", "appo_breakout.yaml"),
                                             ("HalfCheetah-v5", "appo_halfcheetah.yaml"), ("Hopper-v5", "appo_hopper.yaml"),
                                             ("Walker2d-v5", "appo_walker2d.yaml"),
                                             ("BipedalWalker-v3", "appo_bipedalwalker.yaml")])
