@@ -185,7 +185,7 @@ TRIED = {
                 "at 4.47 M env steps, 200 at 5.98 M and rl-zoo's A2C figure at 7.37 M, seed 1 100 at 4.59 M, 200 at "
                 "6.35 M and 280 at 7.74 M, and they scored 335.7 and 341.0 (both above rl-zoo's A2C figure, which "
                 "IMPALA's seeds never reached; the mean 85% of its PPO figure), still climbing: 300 at 7.81 M and "
-                "8.40 M, 337-358 over the last 0.4 M (926 and 893 env steps/s over their sessions).",
+                "8.40 M, 326-348 and 341-363 over the last 0.4 M (926 and 893 env steps/s over their sessions).",
     "bipedalwalker": "A3C with rl-zoo's A2C settings for the task came first (`a3c_bipedalwalker.yaml`: 16 envs as 2 "
                      "workers of 8, 8-step rollouts, GAE 0.9, RMSprop 9.6e-4 decaying to 0, log std from -2, "
                      "observations and rewards normalised): 3 seeds on 2026-12-04 scored 107 ± 131 (276, -45, 88): "
