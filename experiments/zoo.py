@@ -379,8 +379,8 @@ def verdict(task: Task, scores: list[float]) -> str:
     below = sum(s < floor for s in scores)
     if mean >= task.target and below == 0:
         return f"met: mean at {target_name} or above, no seed below {floor_name}'s"
-    parts = [] if mean >= task.target else [f"mean {mean - task.target:+,.1f} ({mean / task.target:.0%} of "
-                                            f"{target_name})"]
+    short = f"mean {mean - task.target:+,.1f} ({mean / task.target:.0%} of {target_name})"
+    parts = [] if mean >= task.target else [short]
     if below:
         parts.append(f"{below} of {len(scores)} seeds below {floor_name}'s")
     return "**not met**: " + "; ".join(parts)
