@@ -238,7 +238,8 @@ TRIED = {
                      "against its 300 without: the exploration lifted A2C's settings (from 107 ± 131), not PPO's. "
                      "With ppo.yml's gamma of 0.999 for 0.99 in the row's config, a horizon over which a fall costs "
                      "the rest of the course (2026-12-07, seeds 0-2 at once beside 3 HalfCheetah runs), it scored "
-                     "215, 266 and 255 (245 ± 22), its training return below the row's throughout (235-256 at 5 M).",
+                     "215, 266 and 255 (245 ± 22), its training return 235-256 at 5 M steps (the row's about "
+                     "270-290).",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
                 + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with settings first taken "
                 "for rl-zoo's (256-256 ReLU bodies apart, log std from -2, 10 epochs of 64-sample minibatches, Adam "
