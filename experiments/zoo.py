@@ -119,7 +119,12 @@ TRIED = {
                    "(approximate KL 0.012-0.08); its 3 seeds ran at once beside the 3 of a BipedalWalker trial. At 4 "
                    "times ppo.yml's lr (Adam 8.24e-5; 2026-12-07, seeds 0-2 at once) the training returns rose no "
                    "faster, one seed's fell from 3,800 to 2,000 at 0.93 M steps, and the seeds scored 3,226, 2,967 "
-                   "and 4,492 (3,562 ± 666).",
+                   "and 4,492 (3,562 ± 666). From that lr decaying linearly to 0 (2026-12-07, seeds 0-2 at once beside "
+                   "3 BipedalWalker runs) they scored 6,654, 3,974 and 4,476 (5,034 ± 1,160): seed 0's gait the "
+                   "fastest of any config (training return 5,560 at 1 M steps) after its training return fell from "
+                   "2,400 to 540 at 0.27 M, seed 2's falling from 4,370 to 3,690 in the last 0.2 M. At 3 times "
+                   "ppo.yml's lr, constant (Adam 6.18e-5; 2026-12-07, likewise), they scored 4,581, 4,614 and 5,265 "
+                   "(4,820 ± 315), training returns 3,970-4,750 at 1 M.",
     "hopper": A3C_MUJOCO.format(task="hopper", a3c="445 ± 56")
               + "APPO then, seed 0: with first settings of its own (Adam 3e-4, 10 epochs, gamma 0.99, GAE(0.95), "
               "clip 0.2) its training return reached 740 at 300 k steps and fell back to about 250; with rl-zoo's PPO "
@@ -245,7 +250,9 @@ TRIED = {
                      "entropy 2.6-4.6 there): 304, 292 and 300 (299 ± 5), every greedy episode of the 30 walked to "
                      "the end (± 1.1-1.2 over each seed's 10), seed 1's gait the slowest; the mean is 1 short of "
                      "rl-zoo's A2C figure, seed 1 8. Its 3 seeds ran at once beside 3 HalfCheetah runs (6 runs on 2 "
-                     "cores, about 1,360 env steps/s each).",
+                     "cores, about 1,360 env steps/s each). With 32 envs per actor (batches of 8,192 samples, 128 "
+                     "minibatches; 2026-12-07, likewise) it scored 271, 292 and 298 (287 ± 12): seed 0's greedy "
+                     "episodes counted a fall (± 53 over its 10), the other two walked each to the end.",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
                 + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with settings first taken "
                 "for rl-zoo's (256-256 ReLU bodies apart, log std from -2, 10 epochs of 64-sample minibatches, Adam "
