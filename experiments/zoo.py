@@ -250,7 +250,16 @@ TRIED = {
                      "short of rl-zoo's A2C figure, seed 1 8. Its 3 seeds ran at once beside 3 HalfCheetah runs (6 "
                      "runs on 2 cores, about 1,360 env steps/s each). With 32 envs per actor (batches of 8,192 "
                      "samples, 128 minibatches; 2026-12-07, likewise) it scored 271, 292 and 298 (287 ± 12): seed 0's "
-                     "greedy episodes counted a fall (± 53 over its 10), the other two walked each to the end.",
+                     "greedy episodes counted a fall (± 53 over its 10), the other two walked each to the end. Seed 1's "
+                     "greedy gait of that config is not slower (750-766 steps against 722-783) but pays more for torque "
+                     "(70.5-71.4 of its return against 57-66): its policy's std grew back toward 1 (entropy 5.3 at 5 M "
+                     "steps, seed 0's 3.4), a noise under which the mean's own torque costs little. With the log std "
+                     "from -1 (2026-12-08) the std collapsed (entropy -3 by 1.8 M steps) and no seed walked (training "
+                     "return 75-85, stopped at 1.8 M); with GAE(0.98) (log std from 0) the seeds scored 277, 237 and "
+                     "287 (267 ± 21). The row (2026-12-08) is the 16-env config with the log std from -0.5: every seed "
+                     "walked within 0.6 M steps (training return 265-276), the entropy stayed at 0.8-2.4, and the seeds "
+                     "scored 301, 310 and 304 (305 ± 4), each above rl-zoo's A2C figure, in 38 minutes each (3 runs at "
+                     "once on 2 cores); their greedy gaits paid 53-62 for torque.",
     "walker2d": A3C_MUJOCO.format(task="walker2d", a3c="586 ± 102")
                 + "rl-zoo has no A2C row for it: the row is against its PPO figure. APPO with settings first taken "
                 "for rl-zoo's (256-256 ReLU bodies apart, log std from -2, 10 epochs of 64-sample minibatches, Adam "
