@@ -124,7 +124,8 @@ TRIED = {
                    "PPO figure (training return 5,560 at 1 M steps) after its training return fell from 2,400 to "
                    "540 at 0.27 M, seed 2's falling from 4,370 to 3,690 in the last 0.2 M. At 3 times "
                    "ppo.yml's lr, constant (Adam 6.18e-5; 2026-12-07, likewise), they scored 4,581, 4,614 and 5,265 "
-                   "(4,820 ± 315), training returns 3,970-4,750 at 1 M.",
+                   "(4,820 ± 315), training returns 3,970-4,750 at 1 M; decaying from there to 0 (2026-12-08, seeds "
+                   "0-2 at once beside 3 BipedalWalker runs) 3,937, 4,706 and 5,460 (4,701 ± 622).",
     "hopper": A3C_MUJOCO.format(task="hopper", a3c="445 ± 56")
               + "APPO then, seed 0: with first settings of its own (Adam 3e-4, 10 epochs, gamma 0.99, GAE(0.95), "
               "clip 0.2) its training return reached 740 at 300 k steps and fell back to about 250; with rl-zoo's PPO "
